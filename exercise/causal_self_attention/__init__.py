@@ -1,0 +1,16 @@
+"""Causal multi-head self-attention, the layer at the centre of every GPT."""
+from pathlib import Path
+
+from exercise import Exercise
+from sandbox.limits import Limits
+from sandbox.worker import EntrySpec
+
+EXERCISE = Exercise(
+    name="causal-self-attention",
+    version="1",
+    title="Causal multi-head self-attention",
+    entry=EntrySpec(class_name="CausalSelfAttention", init_args=("dim", "n_heads"),
+                    forward_args=("x", "key_padding_mask"), forward_required=1),
+    directory=Path(__file__).parent,
+    limits=Limits(),
+)

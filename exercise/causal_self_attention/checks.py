@@ -1,0 +1,90 @@
+"""Comparisons that explain themselves: each returns None when the output is right, or a
+got / expected description a student can act on."""
+from __future__ import annotations
+
+import torch
+
+from exercise.causal_self_attention import reference
+
+# Chosen from measurements (scripts/measure_tolerances.py over every correct style in the project's
+# corpus, float64 reference): the worst correct float32 output was ~2e-7 off, the worst float64
+# output ~4e-16. The bounds leave two to four orders of magnitude of room, and still sit far below
+# the smallest error of any known mistake (about 1e-2).
+TOLERANCE = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-9, "rtol": 1e-7}}
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def describe_case(dim: int, n_heads: int, x: torch.Tensor, mask: torch.Tensor | None, dtype: str) -> str:
+    B, T, _ = x.shape
+    if mask is None:
+        masking = "no padding mask"
+    else:
+        lengths = mask.sum(1).tolist()
+        masking = f"padding mask with real lengths {lengths}"
+    return f"dim={dim}, n_heads={n_heads}, B={B}, T={T}, {dtype}, {masking}"
+
+
+def compare(got: torch.Tensor, expected: torch.Tensor, *, dtype: str,
+            mask: torch.Tensor | None = None) -> str | None:
+    """Compare a student's (B, T, dim) output with the reference; None when every position matches."""
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"output shape: got {tuple(got.shape)}, expected {tuple(expected.shape)}"
+    tol = TOLERANCE[dtype]
+    g, e = got.double(), expected.double()
+    bad = ~torch.isclose(g, e, **tol)                                  # (B, T, dim), NaN counts as bad
+    if not bad.any():
+        return None
+    err = (g - e).abs().nan_to_num(nan=float("inf"))
+    b, t, c = (int(i) for i in torch.nonzero(err == err.max())[0])
+    bad_positions = bad.any(dim=(0, 2)).nonzero().flatten().tolist()   # (T,) positions wrong anywhere
+    lines = []
+    nan_positions = torch.isnan(g).any(dim=(0, 2)).nonzero().flatten().tolist()
+    if nan_positions:
+        lines.append(f"your output has NaN at position(s) {_ranges(nan_positions)}")
+    lines.append(f"positions that differ: {_ranges(bad_positions)} of 0..{g.shape[1] - 1}")
+    if mask is not None:
+        padded = ~mask                                                  # (B, T) True = padding
+        bad_real = (bad.any(dim=2) & mask).any()
+        bad_padded = (bad.any(dim=2) & padded).any()
+        if bad_padded and not bad_real:
+            lines.append("every real position matches; only padded query positions differ "
+                         "(a padded position must attend to the real keys before it)")
+        elif bad_real and not bad_padded and padded.any():
+            lines.append("padded positions match; real positions differ")
+    shown = slice(0, min(4, g.shape[2]))
+    lines.append(f"largest difference {err.max().item():.3g} at out[{b}, {t}, {c}]")
+    lines.append(f"got      out[{b}, {t}, :{shown.stop}] = {_vec(g[b, t, shown])}")
+    lines.append(f"expected out[{b}, {t}, :{shown.stop}] = {_vec(e[b, t, shown])}")
+    return "\n".join(lines)
+
+
+def _vec(v: torch.Tensor) -> str:
+    return "[" + ", ".join(f"{float(a):.4f}" for a in v) + "]"
+
+
+def _ranges(values: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0..2, 5'"""
+    out, start, prev = [], None, None
+    for v in values + [None]:
+        if v is not None and prev is not None and v == prev + 1:
+            prev = v
+            continue
+        if start is not None:
+            out.append(str(start) if start == prev else f"{start}..{prev}")
+        start = prev = v
+    return ", ".join(out) if out else "none"
+
+
+def new_module(student, dim: int, n_heads: int, *, dtype: str = "float64", seed: int = 0):
+    """A student module with the grader's weights loaded; returns it and those weights (float64)."""
+    module = student.new(dim, n_heads, dtype=dtype, seed=seed)
+    weights = reference.random_weights(dim, seed=1000 + seed)
+    # Round the weights to the module's dtype so the float64 reference sees exactly what it holds.
+    weights = {k: v.to(DTYPES[dtype]).double() for k, v in weights.items()}
+    module.set_params({k: v.to(DTYPES[dtype]) for k, v in weights.items()})
+    return module, weights
+
+
+def random_input(B: int, T: int, dim: int, *, seed: int, dtype: str = "float64") -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(B, T, dim, generator=g, dtype=torch.float64).to(DTYPES[dtype])

@@ -1,0 +1,52 @@
+"""The reference: `nn.MultiheadAttention` with the student's layer layout, always in float64.
+
+Facts it relies on (measured with torch 2.13, see the project's research notes):
+- `in_proj_weight` rows [0:dim], [dim:2dim], [2dim:3dim] are Wq, Wk, Wv, so it *is* `qkv.weight`;
+  head h uses columns h*hd:(h+1)*hd of q, k and v, exactly as the exercise says.
+- MHA's boolean `attn_mask` and `key_padding_mask` mean True = NOT allowed, the opposite of the
+  exercise's mask (True = real token).
+- `batch_first` defaults to False; with B == T a wrong layout would run silently, so it is set.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+PARAM_NAMES = ("qkv.weight", "qkv.bias", "proj.weight", "proj.bias")
+
+
+def random_weights(dim: int, *, seed: int, dtype: torch.dtype = torch.float64) -> dict[str, torch.Tensor]:
+    """Weights drawn like nn.Linear's default init, reproducible from the seed."""
+    g = torch.Generator().manual_seed(seed)
+    bound = 1 / math.sqrt(dim)
+
+    def uniform(*shape):
+        return ((torch.rand(*shape, generator=g, dtype=torch.float64) * 2 - 1) * bound).to(dtype)
+
+    return {"qkv.weight": uniform(3 * dim, dim), "qkv.bias": uniform(3 * dim),
+            "proj.weight": uniform(dim, dim), "proj.bias": uniform(dim)}
+
+
+def attention(weights: dict[str, torch.Tensor], n_heads: int, x: torch.Tensor,
+              key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The correct output for input x (B, T, dim), in float64; padded query positions included."""
+    dim = weights["proj.weight"].shape[0]
+    mha = nn.MultiheadAttention(dim, n_heads, batch_first=True, bias=True, dropout=0.0).double().eval()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(weights["qkv.weight"])
+        mha.in_proj_bias.copy_(weights["qkv.bias"])
+        mha.out_proj.weight.copy_(weights["proj.weight"])
+        mha.out_proj.bias.copy_(weights["proj.bias"])
+        T = x.shape[1]
+        blocked = torch.ones(T, T, dtype=torch.bool).triu(1)                      # (T, T) True = future
+        ignore = None if key_padding_mask is None else ~key_padding_mask          # (B, T) True = padding
+        out, _ = mha(x.double(), x.double(), x.double(), attn_mask=blocked, key_padding_mask=ignore,
+                     need_weights=False)
+    return out                                                                    # (B, T, dim)
+
+
+def right_padding(lengths: list[int], T: int) -> torch.Tensor:
+    """The exercise's mask for sequences of these real lengths: (B, T), True = real token."""
+    return torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]

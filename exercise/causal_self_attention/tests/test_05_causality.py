@@ -1,0 +1,89 @@
+"""No output depends on a later input: checked with autograd, and with the forward alone."""
+import pytest
+import torch
+
+from exercise.causal_self_attention import reference
+from exercise.causal_self_attention.checks import new_module, random_input
+from exercise.causal_self_attention.tests.conftest import finite_difference_jvp
+from sandbox.proxy import StudentCodeError
+
+JACOBIAN_CASES = [(24, 4, 2, 6, None), (24, 4, 2, 6, [6, 3]), (12, 3, 3, 7, [7, 7, 7]), (8, 1, 1, 5, None)]
+
+
+def _case_id(case):
+    dim, h, B, T, lengths = case
+    return f"dim{dim}-h{h}-B{B}-T{T}-" + ("nomask" if lengths is None else "mask" + "_".join(map(str, lengths)))
+
+
+@pytest.mark.points(12)
+@pytest.mark.parametrize("case", JACOBIAN_CASES, ids=[_case_id(c) for c in JACOBIAN_CASES])
+def test_autograd_sees_no_future(student, gated, case):
+    """Autograd: d out[t] / d x[s] is zero for every later s, and non-zero for s = t"""
+    dim, n_heads, B, T, lengths = case
+    module, _ = new_module(student, dim, n_heads)
+    x = random_input(B, T, dim, seed=61)
+    mask = None if lengths is None else reference.right_padding(lengths, T)
+    g = torch.Generator().manual_seed(62)
+    cotangents = torch.zeros(T, B, T, dim, dtype=torch.float64)
+    for t in range(T):
+        cotangents[t, :, t] = torch.randn(B, dim, generator=g, dtype=torch.float64)
+    try:
+        grads = module.vjp(x, mask, cotangents=cotangents)              # (T_out, B, T_in, dim)
+    except StudentCodeError as err:
+        pytest.fail("a backward pass through your module failed, so autograd cannot check causality. "
+                    "Keep forward differentiable: no torch.no_grad(), no .detach(), no in-place change "
+                    f"of a tensor autograd still needs.\n{err.describe()}")
+    if tuple(grads.shape) != (T, B, T, dim):
+        pytest.fail(f"the gradient with respect to x has shape {tuple(grads.shape[1:])}, expected {(B, T, dim)}")
+    dep = grads.abs().amax(dim=3).nan_to_num(nan=float("inf"))          # (T_out, B, T_in)
+    scale = float(dep[torch.isfinite(dep)].max()) if torch.isfinite(dep).any() else 1.0
+    where = f"dim={dim}, n_heads={n_heads}, B={B}, T={T}, " + (
+        "no mask" if mask is None else f"padding mask with real lengths {lengths}")
+    for t in range(T):
+        for s in range(t + 1, T):
+            worst = dep[t, :, s].max()
+            if worst > 1e-9 * scale:
+                b = int(dep[t, :, s].argmax())
+                pytest.fail(f"the output at position {t} depends on the later input at position {s} "
+                            f"(|d out[{b}, {t}] / d x[{b}, {s}]| = {float(worst):.3g}); {where}")
+    real = torch.ones(B, T, dtype=torch.bool) if mask is None else mask
+    for b, t in real.nonzero().tolist():
+        if dep[t, b, t] <= 1e-6 * scale:
+            pytest.fail(f"autograd says the output at position {t} does not depend on the input at "
+                        f"position {t}: the autograd graph is cut (torch.no_grad(), .detach(), .data?); {where}")
+    # The gradient comes from the student's process: check it against the forward outputs.
+    for s in range(T):
+        direction = torch.zeros(B, T, dim, dtype=torch.float64)
+        direction[:, s] = torch.randn(B, dim, generator=g, dtype=torch.float64)
+        jvp = finite_difference_jvp(module, x, mask, direction)         # (B, T, dim)
+        for t in range(s, T):
+            numeric = (cotangents[t, :, t] * jvp[:, t]).sum(dim=1)      # (B,)
+            autograd = (grads[t, :, s] * direction[:, s]).sum(dim=1)   # (B,)
+            if not torch.allclose(autograd, numeric, rtol=1e-4, atol=1e-6 * max(scale, 1.0)):
+                pytest.fail(f"autograd disagrees with your forward: nudging the input at position {s} "
+                            f"moves the output at position {t} (finite difference {numeric.tolist()}), "
+                            f"but the gradient says {autograd.tolist()}. Part of the computation is "
+                            f"hidden from autograd (.detach(), torch.no_grad(), .data); {where}")
+
+
+@pytest.mark.points(8)
+@pytest.mark.parametrize("dim,n_heads,B,T,with_mask", [(24, 4, 2, 6, False), (12, 3, 3, 7, True)],
+                         ids=["dim24-h4-nomask", "dim12-h3-alltrue-mask"])
+def test_changing_later_inputs_changes_no_earlier_output(student, gated, dim, n_heads, B, T, with_mask):
+    """Replacing the inputs from position s on leaves every output before s unchanged"""
+    module, _ = new_module(student, dim, n_heads)
+    x = random_input(B, T, dim, seed=71)
+    mask = torch.ones(B, T, dtype=torch.bool) if with_mask else None
+    base = module(x, mask)
+    noise = random_input(B, T, dim, seed=72) * 5
+    for s in range(1, T):
+        moved = x.clone()
+        moved[:, s:] = noise[:, s:]
+        out = module(moved, mask)
+        changed = ~torch.isclose(out[:, :s], base[:, :s], atol=1e-9, rtol=1e-7).all(dim=2)   # (B, s)
+        if changed.any():
+            b, t = (int(i) for i in changed.nonzero()[0])
+            pytest.fail(f"replacing the inputs at positions {s}..{T - 1} changed the output at earlier "
+                        f"position {t} (by up to {(out - base)[b, t].abs().max().item():.3g}): position "
+                        f"{t} sees the future; dim={dim}, n_heads={n_heads}, "
+                        + ("all-True padding mask" if with_mask else "no mask"))

@@ -1,0 +1,76 @@
+"""Rendering a GradeResult as readable text: a table of test groups, then what went wrong."""
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group as RichGroup
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from grader.result import GradeResult, Status, TestStatus
+
+MAX_CASES_SHOWN = 2
+
+
+def build(result: GradeResult) -> RichGroup:
+    """The renderable shown on the terminal and stored, as plain text, in the JSON `feedback`."""
+    parts: list = [Text.assemble((f"{result.exercise}", "bold"), f" · {result.submission_name}",
+                                 (f" · {result.environment.get('sandbox', '?')} sandbox, "
+                                  f"{result.duration_s:.1f} s", "dim"))]
+    if result.status is Status.REJECTED:
+        parts += [Text.assemble(("REJECTED ", "bold red"), result.message),
+                  Text(f"Score: 0 / {result.max_score:g} (the submission could not be graded)")]
+    elif result.status is Status.ERROR:
+        parts += [Text.assemble(("GRADER ERROR ", "bold magenta"), result.message),
+                  Text("No score was recorded: this is a fault of the grader, not of your code.")]
+    else:
+        parts += [_table(result), *_failures(result)]
+    if result.notes:
+        parts.append(Text("Sandbox notes: " + "; ".join(result.notes), style="dim"))
+    return RichGroup(*parts)
+
+
+def _table(result: GradeResult) -> Table:
+    table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 1))
+    table.add_column("", width=1)
+    table.add_column("Test group")
+    table.add_column("Points", justify="right")
+    for group in result.groups():
+        ok = group.score >= group.max_score - 1e-9
+        mark = Text("✓", style="green") if ok else Text("✗", style="red")
+        table.add_row(mark, Text(group.title), f"{group.score:g} / {group.max_score:g}")
+    table.add_section()
+    table.add_row("", Text("Score", style="bold"),
+                  Text(f"{result.score:g} / {result.max_score:g}", style="bold"))
+    return table
+
+
+def _failures(result: GradeResult) -> list:
+    parts: list = []
+    for group in result.groups():
+        failed = [t for t in group.tests if t.status is not TestStatus.PASSED]
+        if not failed:
+            continue
+        if not parts:
+            parts.append(Text("\nWhat went wrong", style="bold"))
+        parts.append(Text.assemble(("✗ ", "red"), (group.title, "bold"),
+                                   f"  ({len(failed)} of {len(group.tests)} cases)"))
+        for test in failed[:MAX_CASES_SHOWN]:
+            label = test.status.value if test.status is not TestStatus.FAILED else "wrong"
+            case = test.name[len(group.title):].strip() or test.id
+            body = Text(f"{case} — {label}\n", style="dim")
+            body.append(test.feedback or "(no details)")
+            parts.append(Padding(body, (0, 0, 0, 4)))
+        if len(failed) > MAX_CASES_SHOWN:
+            parts.append(Padding(Text(f"... and {len(failed) - MAX_CASES_SHOWN} more failing cases "
+                                      f"(see the JSON for each)", style="dim"), (0, 0, 0, 4)))
+    return parts
+
+
+def plain_text(result: GradeResult, *, width: int = 100) -> str:
+    """The same text without colours, for the JSON `feedback` field."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, no_color=True, color_system=None, highlight=False,
+            emoji=False).print(build(result))
+    return buffer.getvalue()

@@ -1,0 +1,96 @@
+"""Turning the harness's raw report into a typed GradeResult. The report is parsed here, once."""
+from __future__ import annotations
+
+from grader.result import GradeResult, Status, TestResult, TestStatus
+from grader.submission import Submission
+
+
+class ReportError(ValueError):
+    """The harness's report does not have the expected shape (a grader fault, never the student's)."""
+
+
+def result_from_report(report: dict, *, submission: Submission, exercise, sandbox: str,
+                       duration_s: float, grader_version: str) -> GradeResult:
+    """Score a raw report: points of passed tests; a grader fault in any test voids the score."""
+    environment = {"grader": grader_version, **_dict(report.get("environment")), "sandbox": sandbox}
+    base = dict(exercise=exercise.name, submission_name=submission.name,
+                submission_sha256=submission.sha256, duration_s=duration_s, environment=environment,
+                notes=tuple(str(n) for n in report.get("notes") or ()))
+    status = report.get("status")
+    if status == "rejected":
+        message = rejection_message(_dict(report.get("rejection")), exercise.entry, submission)
+        return GradeResult(status=Status.REJECTED, score=0.0, max_score=_max_score(exercise),
+                           message=message, **base)
+    if status != "graded":
+        return GradeResult(status=Status.ERROR, score=None, max_score=_max_score(exercise),
+                           message=f"the grader failed: {report.get('error', 'no report')}", **base)
+    tests = tuple(_test(raw) for raw in report.get("tests") or ())
+    if not tests:
+        raise ReportError("the report lists no tests")
+    max_score = sum(t.max_score for t in tests)
+    internal = [raw for raw in report["tests"] if raw.get("internal")]
+    if internal:
+        return GradeResult(status=Status.ERROR, score=None, max_score=max_score, tests=tests,
+                           message=f"the grader failed in {internal[0].get('id')}: "
+                                   f"{internal[0].get('feedback')}", **base)
+    score = sum(t.score for t in tests)
+    return GradeResult(status=Status.GRADED, score=score, max_score=max_score, tests=tests,
+                       printed=str(report.get("printed") or ""), **base)
+
+
+def _max_score(exercise) -> float:
+    return exercise.max_score
+
+
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _test(raw: dict) -> TestResult:
+    try:
+        status = TestStatus(raw["status"])
+        points = float(raw["points"])
+        case = raw.get("case")
+        name = raw["group_title"] + (f" [{case}]" if case else "")
+        return TestResult(id=str(raw["id"]), name=name, group=str(raw["group"]),
+                          group_title=str(raw["group_title"]), status=status,
+                          score=points if status is TestStatus.PASSED else 0.0, max_score=points,
+                          feedback=str(raw.get("feedback") or ""),
+                          bugs=tuple(str(b) for b in raw.get("bugs") or ()))
+    except (KeyError, ValueError, TypeError) as err:
+        raise ReportError(f"malformed test entry {raw!r:.200}: {err}") from err
+
+
+def rejection_message(rejection: dict, entry, submission: Submission) -> str:
+    """Exactly what is wrong with a submission that cannot be graded, and where."""
+    locate = submission.line_map.describe(submission.script.decode(errors="replace").splitlines())
+    reason = rejection.get("reason")
+    error = _dict(rejection.get("error"))
+    line = error.get("line") if isinstance(error.get("line"), int) else rejection.get("line")
+    at = f" at {locate(line)}" if isinstance(line, int) else ""
+    cls = entry.class_name
+    if reason == "import_failed":
+        return f"importing your file raised {error.get('type')}: {error.get('message')}{at}"
+    if reason == "exit_at_import":
+        return (f"your file ends the program while it is imported (SystemExit{at}); remove the "
+                f"sys.exit()/exit() call or put it under if __name__ == \"__main__\":")
+    if reason == "no_class":
+        found = rejection.get("found") or []
+        return (f"your file defines no class {cls}" +
+                (f" (classes found: {', '.join(map(str, found))})" if found else "") +
+                f"; the class must be named exactly {cls}")
+    if reason == "not_a_class":
+        return f"{cls} in your file is a {rejection.get('found')}, not a class"
+    if reason == "bad_init_signature":
+        return (f"{cls} must be created as {cls}({', '.join(entry.init_args)}); yours has "
+                f"{rejection.get('signature')}{at}")
+    if reason == "bad_forward_signature":
+        needed = ", ".join(entry.forward_args[:entry.forward_required])
+        full = ", ".join(entry.forward_args[:entry.forward_required]
+                         + tuple(f"{a}=None" for a in entry.forward_args[entry.forward_required:]))
+        return (f"forward must accept ({needed}) and ({full}); yours is "
+                f"{rejection.get('signature')}{at}")
+    if reason and reason.startswith("import_"):
+        return f"your file could not be imported: {rejection.get('message')}"
+    return f"your file could not be loaded ({reason})"
+

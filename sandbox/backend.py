@@ -1,0 +1,57 @@
+"""What every sandbox backend takes and gives back, and the registry that picks one by name."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sandbox.limits import Limits
+
+SCRIPT_NAME = "submission.py"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One submission to grade: the script to run (a notebook is already converted) and its limits."""
+    exercise: str
+    source: bytes
+    limits: Limits
+    line_map: list = field(default_factory=list)
+
+    def to_harness(self, submission_path: str) -> dict:
+        return {"exercise": self.exercise, "submission": submission_path, "limits": self.limits.to_dict(),
+                "line_map": self.line_map}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What came out of the sandbox: the harness's raw report, or why there is none."""
+    report: dict | None
+    duration_s: float
+    failure: str | None = None      # set when there is no report: what went wrong
+    log_tail: str = ""              # the end of the harness's stderr, for diagnosing grader faults
+
+
+class Sandbox(Protocol):
+    name: str
+
+    def run(self, job: Job) -> RunResult:
+        """Grade the job; never raises for anything the submission does."""
+
+
+class UnknownSandbox(LookupError):
+    def __init__(self, name: str, known: list[str]):
+        self.name, self.known = name, known
+        super().__init__(f"unknown sandbox {name!r}; known: {', '.join(known)}")
+
+
+def available() -> dict[str, type]:
+    """Backends by name; a new backend is one module and one line here."""
+    from sandbox.local import LocalSandbox
+    return {LocalSandbox.name: LocalSandbox}
+
+
+def get(name: str) -> Sandbox:
+    backends = available()
+    if name not in backends:
+        raise UnknownSandbox(name, sorted(backends))
+    return backends[name]()

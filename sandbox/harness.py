@@ -1,0 +1,114 @@
+"""The trusted side of the sandbox: runs the exercise's pytest suite against a student worker.
+
+    python -m sandbox.harness JOB.json REPORT_FD
+
+The job names the exercise, the submission file and the limits. The zygote starts before anything
+heavy is imported, so its torch import overlaps with this process's own imports of torch and
+pytest. The report goes to REPORT_FD, a pipe the student's process never holds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+
+from sandbox.limits import Limits
+from sandbox.proxy import Student, Zygote
+from sandbox.source import LineMap
+
+REPORT_SCHEMA = 1
+
+
+def run(job: dict) -> dict:
+    """Grade one submission inside the sandbox and return the raw report."""
+    started = time.monotonic()
+    zygote = Zygote(isolate=job.get("isolate", True))
+    import exercise
+    ex = exercise.get(job["exercise"])
+    limits = Limits.from_dict(job["limits"]) if job.get("limits") else ex.limits
+    line_map = LineMap.from_list(job.get("line_map"))
+    student = Student(zygote, path=job["submission"], entry=ex.entry, limits=limits,
+                      locate=line_map.describe(_read_lines(job["submission"])))
+    report = {"schema": REPORT_SCHEMA, "exercise": ex.name, "exercise_version": ex.version,
+              "environment": _environment(), "notes": list(zygote.notes)}
+    try:
+        loaded = student.load()
+        report["notes"] += loaded.notes
+        if not loaded.ok:
+            report.update(status="rejected", rejection={"reason": loaded.reason, **loaded.detail})
+            return report
+        report["status"] = "graded"
+        report["tests"] = _run_pytest(ex.tests_dir, student)
+        report["printed"] = student.printed()
+        report["restarts"] = student.restarts
+    finally:
+        student.close()
+        zygote.close()
+        report["duration_s"] = time.monotonic() - started
+    return report
+
+
+def _run_pytest(tests_dir, student: Student) -> list[dict]:
+    import pytest
+    from pytest_jsonreport.plugin import JSONReport
+
+    from sandbox.pytest_plugin import HarnessPlugin
+    json_plugin = JSONReport()
+    harness_plugin = HarnessPlugin(student)
+    args = [str(tests_dir), "-q", "-p", "no:cacheprovider", "-p", "no:stepwise",
+            "--rootdir", str(tests_dir), "-c", os.devnull, "--json-report-file=none",
+            "-W", "ignore::DeprecationWarning", "--assert=plain"]
+    with open(os.devnull, "w") as sink:
+        stdout = sys.stdout
+        sys.stdout = sink  # pytest's own progress output is of no use to anyone here
+        try:
+            pytest.main(args, plugins=[json_plugin, harness_plugin])
+        finally:
+            sys.stdout = stdout
+    tests = []
+    for entry in (json_plugin.report or {}).get("tests", []):
+        grade = (entry.get("metadata") or {}).get("grade")
+        if grade is None:
+            grade = {"group": entry["nodeid"], "group_title": entry["nodeid"], "points": 0.0,
+                     "status": "error", "feedback": "internal grader error: no verdict", "internal": True,
+                     "bugs": [], "case": None}
+        tests.append({"id": entry["nodeid"], **grade,
+                      "duration_s": sum((entry.get(s) or {}).get("duration", 0.0)
+                                        for s in ("setup", "call", "teardown"))})
+    return tests
+
+
+def _read_lines(path: str) -> list[str]:
+    import tokenize
+    try:
+        with tokenize.open(path) as f:
+            return f.read().splitlines()
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+
+
+def _environment() -> dict:
+    import pytest
+    import torch
+    return {"python": platform.python_version(), "torch": torch.__version__.split("+")[0],
+            "pytest": pytest.__version__}
+
+
+def main() -> None:
+    job_path, report_fd = sys.argv[1], int(sys.argv[2])
+    with open(job_path) as f:
+        job = json.load(f)
+    try:
+        report = run(job)
+    except Exception as err:  # the harness's last resort: report the fault instead of a traceback
+        import traceback
+        report = {"schema": REPORT_SCHEMA, "status": "error",
+                  "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+    with os.fdopen(report_fd, "w") as out:
+        json.dump(report, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+"""The harness's side of the trust boundary: a proxy for the student's module in another process.
+
+Tests call `Student.new(...)` and get a `RemoteModule` whose calls travel over pipes to a worker
+forked by the zygote. A worker that hangs, exits, crashes, floods its output or breaks the protocol
+is killed; the call raises `WorkerFailure` (so only that test fails) and the next call forks a
+fresh worker.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from sandbox import protocol
+from sandbox.limits import Limits
+from sandbox.worker import EntrySpec
+
+
+class StudentCodeError(Exception):
+    """The student's code raised an exception while serving a request."""
+
+    def __init__(self, op: str, error: dict, where: str | None):
+        self.op = op
+        self.type = str(error.get("type", "Exception"))
+        self.message = str(error.get("message", ""))
+        self.line = error.get("line") if isinstance(error.get("line"), int) else None
+        self.where = where
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        text = f"{self.type}: {self.message}" if self.message else self.type
+        return f"{text}\n  at {self.where}" if self.where else text
+
+
+class WorkerFailure(Exception):
+    """The worker process stopped serving: a timeout, an exit, a crash, an output flood."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind  # "timeout" | "exit" | "flood" | "protocol" | "budget"
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass
+class _WorkerProcess:
+    pid: int
+    req_fd: int
+    resp_fd: int
+    output: "_OutputDrain"
+
+
+class Zygote:
+    """A running zygote process, optionally isolated in new PID and network namespaces."""
+
+    def __init__(self, *, isolate: bool = True):
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.notes: list[str] = []
+        prefix = _namespace_prefix() if isolate else None
+        if isolate and prefix is None:
+            self.notes.append("network not isolated: this OS does not let the grader create namespaces")
+        # -P: the worker's folder must never shadow a module the zygote imports.
+        cmd = (prefix or []) + [sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())]
+        self.process = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                                        env=_worker_env())
+        child.close()
+        self.control = parent
+        self.lock = threading.Lock()
+        self._ready: dict | None = None
+
+    def wait_ready(self, timeout_s: float) -> None:
+        if self._ready is None:
+            self._ready = self._recv(timeout_s)
+
+    def spawn(self, *, path: str, cwd: str, entry: EntrySpec, limits: Limits) -> _WorkerProcess:
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        out_r, out_w = os.pipe()
+        command = {"op": "spawn", "path": path, "cwd": cwd, "limits": limits.to_dict(),
+                   "entry": {"class_name": entry.class_name, "init_args": entry.init_args,
+                             "forward_args": entry.forward_args,
+                             "forward_required": entry.forward_required}}
+        with self.lock:
+            socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w])
+            pid = self._recv(10.0)["pid"]
+        for fd in (req_r, resp_w, out_w):
+            os.close(fd)
+        return _WorkerProcess(pid, req_w, resp_r, _OutputDrain(out_r, limits.output_bytes))
+
+    def kill(self, pid: int) -> None:
+        self._command({"op": "kill", "pid": pid})
+
+    def exit_status(self, pid: int) -> int | None:
+        return self._command({"op": "status", "pid": pid, "wait_s": 0.5}).get("status")
+
+    def close(self) -> None:
+        """Kill the zygote; in a PID namespace every worker it forked dies with it."""
+        self.process.kill()
+        self.process.wait()
+        self.control.close()
+
+    def _command(self, command: dict) -> dict:
+        with self.lock:
+            try:
+                self.control.send(json.dumps(command).encode())
+                return self._recv(5.0)
+            except (OSError, WorkerFailure):
+                return {}
+
+    def _recv(self, timeout_s: float) -> dict:
+        self.control.settimeout(timeout_s)
+        try:
+            data = self.control.recv(1 << 16)
+        except socket.timeout as err:
+            raise WorkerFailure("timeout", "the sandbox's process spawner did not answer") from err
+        if not data:
+            raise WorkerFailure("exit", "the sandbox's process spawner exited")
+        return json.loads(data)
+
+
+def _worker_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+_PREFIX_CACHE: list | None = None
+
+
+def _namespace_prefix() -> list[str] | None:
+    """The `unshare` command that puts the zygote in new PID and network namespaces, if it works."""
+    global _PREFIX_CACHE
+    if _PREFIX_CACHE is not None:
+        return _PREFIX_CACHE or None
+    tool = shutil.which("unshare")
+    candidates = [["--net", "--pid", "--fork", "--kill-child"]]
+    if os.geteuid() != 0:
+        candidates.insert(0, ["--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"])
+    for flags in candidates if tool else []:
+        probe = subprocess.run([tool, *flags, "true"], capture_output=True)
+        if probe.returncode == 0:
+            _PREFIX_CACHE = [tool, *flags]
+            return _PREFIX_CACHE
+    _PREFIX_CACHE = []
+    return None
+
+
+class _OutputDrain:
+    """Reads what the worker prints, keeps the start of it, and flags a flood."""
+
+    KEEP = 4096
+
+    def __init__(self, fd: int, limit: int):
+        self.fd, self.limit = fd, limit
+        self.kept = bytearray()
+        self.total = 0
+        self.flooded = threading.Event()
+        self.on_flood = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                break
+            self.total += len(chunk)
+            room = self.KEEP - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+            if self.total > self.limit and not self.flooded.is_set():
+                self.flooded.set()
+                if self.on_flood:
+                    self.on_flood()
+        os.close(self.fd)
+
+    def text(self) -> str:
+        return self.kept.decode(errors="replace")
+
+
+@dataclass
+class LoadResult:
+    """What the worker said after importing the submission."""
+    ok: bool
+    reason: str | None = None
+    detail: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class Student:
+    """The submission as the tests see it: fresh workers on demand, every call bounded in time."""
+
+    def __init__(self, zygote: Zygote, *, path: str, entry: EntrySpec, limits: Limits,
+                 locate=None, zygote_timeout_s: float = 60.0):
+        self.zygote, self.path, self.entry, self.limits = zygote, path, entry, limits
+        self.locate = locate or (lambda line: f"line {line}")
+        self.zygote_timeout_s = zygote_timeout_s
+        self.worker: _WorkerProcess | None = None
+        self.budget_left = limits.tests_s
+        self.restarts = 0
+        self.failures: list[str] = []
+        self.load_result: LoadResult | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def load(self) -> LoadResult:
+        """Start the first worker; its import of the submission decides whether it is gradable."""
+        self.zygote.wait_ready(self.zygote_timeout_s)
+        try:
+            ready = self._start(self.limits.import_s)
+        except WorkerFailure as failure:
+            self.load_result = LoadResult(False, f"import_{failure.kind}", {"message": failure.message})
+            return self.load_result
+        self.load_result = LoadResult(bool(ready.get("ok")), ready.get("reason"), ready,
+                                      [str(n) for n in ready.get("notes", [])])
+        return self.load_result
+
+    def _start(self, timeout_s: float) -> dict:
+        worker = self.zygote.spawn(path=self.path, cwd=os.path.dirname(self.path), entry=self.entry,
+                                   limits=self.limits)
+        worker.output.on_flood = lambda: self.zygote.kill(worker.pid)
+        self.worker = worker
+        ready = self._receive("import", time.monotonic() + timeout_s)
+        if not isinstance(ready, dict) or ready.get("event") != "ready":
+            self._fail("protocol", "the worker did not start as expected")
+        return ready
+
+    def close(self) -> None:
+        if self.worker:
+            self.zygote.kill(self.worker.pid)
+            os.close(self.worker.req_fd)
+            os.close(self.worker.resp_fd)
+            self.worker = None
+
+    # -- requests ----------------------------------------------------------------------------
+    def request(self, op: str, **fields) -> dict:
+        """One round trip to the worker; raises StudentCodeError or WorkerFailure."""
+        if self.budget_left <= 0:
+            raise WorkerFailure("budget", f"not run: the time budget for the student's code "
+                                          f"({self.limits.tests_s:.0f} s) is used up")
+        if self.worker is None:
+            self.restarts += 1
+            ready = self._start(self.limits.import_s)
+            if not ready.get("ok"):
+                self._fail("exit", "the submission no longer imports in a fresh worker")
+        timeout = min(self.limits.call_s, self.budget_left)
+        started = time.monotonic()
+        try:
+            try:
+                protocol.send(self.worker.req_fd, {"op": op, **fields})
+            except OSError:
+                pass  # the worker is gone: _receive reports how it ended
+            response = self._receive(op, started + timeout)
+        finally:
+            self.budget_left -= time.monotonic() - started
+        if not response.get("ok"):
+            error = response.get("error") if isinstance(response.get("error"), dict) else {}
+            line = error.get("line") if isinstance(error.get("line"), int) else None
+            raise StudentCodeError(op, error, self.locate(line) if line else None)
+        return response
+
+    def _receive(self, op: str, deadline: float) -> dict:
+        worker = self.worker
+        try:
+            return protocol.recv(worker.resp_fd, deadline=deadline)
+        except protocol.Deadline:
+            seconds = self.limits.import_s if op == "import" else self.limits.call_s
+            what = "importing your file" if op == "import" else "a call into your code"
+            self._fail("timeout", f"{what} did not finish within {seconds:g} s (an infinite loop?)")
+        except protocol.PeerClosed:
+            if worker.output.flooded.is_set():
+                self._fail("flood", f"your code printed more than {self.limits.output_bytes >> 20} MiB")
+            self._fail("exit", self._exit_message(worker))
+        except protocol.ProtocolError as err:
+            self._fail("protocol", f"the worker process sent a malformed answer ({err})")
+        raise AssertionError("unreachable")
+
+    def _exit_message(self, worker: _WorkerProcess) -> str:
+        status = self.zygote.exit_status(worker.pid)
+        if status is None:
+            return "the process running your code ended unexpectedly"
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            hint = {signal.SIGXCPU: f" (CPU time limit of {self.limits.cpu_s} s)",
+                    signal.SIGKILL: " (killed: memory or process limit?)",
+                    signal.SIGXFSZ: f" (file size limit of {self.limits.file_bytes >> 20} MiB)",
+                    signal.SIGSEGV: " (a crash)"}.get(sig, "")
+            return f"the process running your code was killed by signal {signal.Signals(sig).name}{hint}"
+        code = os.WEXITSTATUS(status)
+        return (f"your code ended the process with exit code {code} "
+                f"(sys.exit, os._exit or similar are not allowed in a submission)")
+
+    def _fail(self, kind: str, message: str):
+        worker = self.worker
+        self.worker = None
+        if worker:
+            self.zygote.kill(worker.pid)
+            for fd in (worker.req_fd, worker.resp_fd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.failures.append(kind)
+        raise WorkerFailure(kind, message)
+
+    def printed(self) -> str:
+        return self.worker.output.text() if self.worker else ""
+
+    # -- module API --------------------------------------------------------------------------
+    def new(self, *args, dtype: str = "float64", seed: int = 0, train: bool = False) -> "RemoteModule":
+        info = self.request("new", args=list(args), dtype=dtype, seed=seed, train=train)
+        return RemoteModule(self, info, dtype)
+
+
+class RemoteModule:
+    """A module instance living in the worker. Only tensors and plain data come back."""
+
+    def __init__(self, student: Student, info: dict, dtype: str):
+        self.student = student
+        self.worker = student.worker
+        self.handle = info["handle"]
+        self.dtype = dtype
+        self.children = {str(k): [str(c) for c in v] for k, v in dict(info.get("children", {})).items()}
+        self.params = {str(k): tuple(int(s) for s in v) for k, v in dict(info.get("params", {})).items()}
+        self.n_params = int(info.get("n_params", -1))
+
+    def _request(self, op: str, **fields) -> dict:
+        if self.student.worker is not self.worker:
+            raise WorkerFailure("exit", "the worker holding this module was restarted")
+        return self.student.request(op, handle=self.handle, **fields)
+
+    def set_params(self, params: dict) -> None:
+        self._request("set_params", params=params)
+
+    def __call__(self, *args):
+        return _tensor(self._request("call", args=list(args)).get("out"), "forward")
+
+    def vjp(self, *args, cotangents):
+        """Gradients of the output, contracted with each cotangent, with respect to args[0]."""
+        return _tensor(self._request("vjp", args=list(args), cotangents=cotangents).get("grads"), "backward")
+
+
+def _tensor(value, what: str):
+    import torch
+    if not isinstance(value, torch.Tensor):
+        raise WorkerFailure("protocol", f"the worker's {what} answer was not a tensor")
+    return value

@@ -1,0 +1,202 @@
+"""The student worker: imports the submission and answers the harness's requests over pipes.
+
+Everything here runs in a process the student controls, so nothing it says is trusted: the
+harness decodes its answers without unpickling, bounds every read, and checks what it can.
+The requests are generic (build a module, set parameters, call it, run a backward pass): this
+file knows nothing about any exercise.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+
+from sandbox import protocol
+
+MAX_TEXT = 2000
+SUBMISSION_MODULE = "submission"
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    """What the exercise requires of the submission: a class and how it is called."""
+    class_name: str
+    init_args: tuple[str, ...]
+    forward_args: tuple[str, ...]
+    forward_required: int
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EntrySpec":
+        return cls(d["class_name"], tuple(d["init_args"]), tuple(d["forward_args"]),
+                   int(d["forward_required"]))
+
+
+def _text(value: object) -> str:
+    try:
+        text = str(value)
+    except BaseException:  # a student's __str__ may raise anything
+        text = "<unprintable>"
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " [...]"
+
+
+def describe_exception(err: BaseException, path: str) -> dict:
+    """Type, message and the innermost line of the student's file that was running."""
+    where = None
+    for frame, lineno in traceback.walk_tb(err.__traceback__):
+        if os.path.abspath(frame.f_code.co_filename) == path:
+            where = lineno
+    if isinstance(err, SyntaxError) and os.path.abspath(err.filename or "") == path:
+        where = err.lineno
+    return {"type": type(err).__name__, "message": _text(err), "line": where}
+
+
+class Worker:
+    """Serves requests for one submission until the harness closes the pipe."""
+
+    def __init__(self, path: str, spec: EntrySpec):
+        self.path = os.path.abspath(path)
+        self.spec = spec
+        self.cls = None
+        self.modules: dict[int, object] = {}
+
+    # -- loading -----------------------------------------------------------------------------
+    def load(self) -> dict:
+        """Import the submission and check the entry class; the answer is the 'ready' message."""
+        spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[SUBMISSION_MODULE] = module
+        try:
+            spec.loader.exec_module(module)
+        except SystemExit as err:
+            return {"ok": False, "reason": "exit_at_import", "error": describe_exception(err, self.path)}
+        except BaseException as err:
+            return {"ok": False, "reason": "import_failed", "error": describe_exception(err, self.path)}
+        name = self.spec.class_name
+        cls = getattr(module, name, None)
+        if cls is None:
+            classes = sorted(k for k, v in vars(module).items() if inspect.isclass(v)
+                             and getattr(v, "__module__", None) == SUBMISSION_MODULE)
+            return {"ok": False, "reason": "no_class", "found": classes}
+        if not inspect.isclass(cls):
+            return {"ok": False, "reason": "not_a_class", "found": type(cls).__name__}
+        problem = self._signature_problem(cls)
+        if problem:
+            return {"ok": False, "reason": problem[0], "signature": problem[1],
+                    "line": _definition_line(cls, problem[2])}
+        self.cls = cls
+        return {"ok": True}
+
+    def _signature_problem(self, cls):
+        init_args = [object()] * len(self.spec.init_args)
+        try:
+            init_sig = inspect.signature(cls)
+            init_sig.bind(*init_args)
+        except (TypeError, ValueError):
+            return "bad_init_signature", _sig_text(cls, "__init__"), "__init__"
+        forward = getattr(cls, "forward", None)
+        if forward is None:
+            return "bad_forward_signature", "no forward method", None
+        try:
+            sig = inspect.signature(forward)
+            for n in range(self.spec.forward_required, len(self.spec.forward_args) + 1):
+                sig.bind(object(), *[object()] * n)
+        except (TypeError, ValueError):
+            return "bad_forward_signature", _sig_text(cls, "forward"), "forward"
+        return None
+
+    # -- requests ----------------------------------------------------------------------------
+    def handle(self, request: dict) -> dict:
+        op = request.get("op")
+        method = getattr(self, f"op_{op}", None)
+        if method is None:
+            return {"ok": False, "error": {"type": "UnknownOp", "message": str(op), "line": None}}
+        try:
+            return {"ok": True, **method(request)}
+        except BaseException as err:  # the student's code may raise anything, SystemExit included
+            return {"ok": False, "error": describe_exception(err, self.path)}
+
+    def _module(self, request: dict):
+        return self.modules[int(request["handle"])]
+
+    def op_new(self, request: dict) -> dict:
+        import torch
+        torch.manual_seed(int(request.get("seed", 0)))
+        module = self.cls(*request["args"])
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"{self.spec.class_name}(...) built a {type(module).__name__}, not a torch.nn.Module")
+        module = module.to(getattr(torch, request["dtype"]))
+        module.train(bool(request.get("train", False)))
+        handle = len(self.modules) + 1
+        self.modules[handle] = module
+        children = {name: [c.__module__ + "." + c.__qualname__ for c in type(child).__mro__]
+                    for name, child in module.named_children()}
+        params = {name: list(p.shape) for name, p in module.named_parameters()}
+        return {"handle": handle, "children": children, "params": params,
+                "n_params": sum(p.numel() for p in module.parameters())}
+
+    def op_set_params(self, request: dict) -> dict:
+        import torch
+        module = self._module(request)
+        with torch.no_grad():
+            for name, value in request["params"].items():
+                target = module.get_parameter(name)
+                target.copy_(value.to(target.dtype))
+        return {}
+
+    def op_call(self, request: dict) -> dict:
+        import torch
+        module = self._module(request)
+        with torch.enable_grad():
+            out = module(*request["args"])
+        return {"out": _as_output(out)}
+
+    def op_vjp(self, request: dict) -> dict:
+        """Vector-Jacobian products of the output with respect to the first argument."""
+        import torch
+        module = self._module(request)
+        args = list(request["args"])
+        x = args[0].clone().requires_grad_(True)
+        with torch.enable_grad():
+            out = _as_output(module(x, *args[1:]))
+            grads = [torch.autograd.grad(out, x, grad_outputs=c.to(out.dtype), retain_graph=True)[0]
+                     for c in request["cotangents"]]
+        return {"grads": torch.stack(grads)}
+
+
+def _as_output(out):
+    import torch
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"forward returned a {type(out).__name__}, not a tensor")
+    return out
+
+
+def _sig_text(cls, method: str) -> str:
+    try:
+        return f"{method}{inspect.signature(getattr(cls, method))}"
+    except (TypeError, ValueError, AttributeError):
+        return method
+
+
+def _definition_line(cls, method: str | None) -> int | None:
+    try:
+        return inspect.getsourcelines(getattr(cls, method) if method else cls)[1]
+    except (TypeError, OSError, AttributeError):
+        return None
+
+
+def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, notes: list[str]) -> None:
+    """Import the submission, say whether it is usable, then answer requests until EOF."""
+    worker = Worker(path, spec)
+    ready = worker.load()
+    protocol.send(resp_fd, {"event": "ready", "notes": notes, **ready})
+    if not ready["ok"]:
+        return
+    while True:
+        try:
+            request = protocol.recv(req_fd)
+        except protocol.PeerClosed:
+            return
+        protocol.send(resp_fd, worker.handle(request))

@@ -1,0 +1,124 @@
+"""The zygote: a process that imported torch (and ran no tensor op) and forks student workers.
+
+Forking from it makes a fresh worker cost milliseconds instead of a torch import. It never runs
+a tensor op itself, since a process that has used torch's thread pool forks children that hang
+(measured with torch 2.13). Where the OS allows, the harness starts it as PID 1 of new PID and
+network namespaces: workers then have no network, cannot signal anything outside, and all of them
+die with the zygote.
+
+Commands arrive as JSON datagrams on a SOCK_SEQPACKET socket, with the worker's pipe ends passed
+as file descriptors.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+from sandbox import limits as limits_mod
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    import numpy  # noqa: F401  (torch warns when numpy is missing; import it once here)
+    import torch  # noqa: F401  (imported, never used: see the module docstring)
+    statuses: dict[int, int] = {}
+    _send(control, {"event": "ready", "pid": os.getpid()})
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(control, 1 << 16, 8)
+        except OSError:
+            return
+        if not data:
+            return
+        command = json.loads(data)
+        op = command["op"]
+        if op == "spawn":
+            pid = _spawn(command, fds, control)
+            for fd in fds:
+                os.close(fd)
+            _send(control, {"pid": pid})
+        elif op == "kill":
+            _kill(command["pid"])
+            _send(control, {"ok": True})
+        elif op == "status":
+            _send(control, {"status": _wait_status(command["pid"], statuses, command.get("wait_s", 0.5))})
+        else:
+            _send(control, {"error": f"unknown op {op}"})
+
+
+def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
+    req_fd, resp_fd, out_fd = fds
+    pid = os.fork()
+    if pid:
+        return pid
+    # The child: becomes the student worker and never returns to the loop above.
+    try:
+        control.close()
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        keep = {0, 1, 2, req_fd, resp_fd}
+        for fd in _open_fds():
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        os.chdir(command["cwd"])
+        notes = limits_mod.apply_to_current_process(limits_mod.Limits.from_dict(command["limits"]))
+        from sandbox import worker
+        worker.serve(req_fd, resp_fd, command["path"], worker.EntrySpec.from_dict(command["entry"]),
+                     notes=notes)
+        code = 0
+    except BaseException:  # last resort in a forked child: never fall back into the zygote's loop
+        code = 70
+    os._exit(code)
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 256))
+
+
+def _kill(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _wait_status(pid: int, statuses: dict[int, int], wait_s: float) -> int | None:
+    """Reap finished children (orphans included); return `pid`'s raw wait status if known."""
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            while True:
+                done, status = os.waitpid(-1, os.WNOHANG)
+                if done == 0:
+                    break
+                statuses[done] = status
+        except ChildProcessError:
+            pass
+        if pid in statuses or time.monotonic() >= end:
+            return statuses.get(pid)
+        time.sleep(0.01)
+
+
+def _send(control: socket.socket, message: dict) -> None:
+    control.send(json.dumps(message).encode())
+
+
+if __name__ == "__main__":
+    main()
