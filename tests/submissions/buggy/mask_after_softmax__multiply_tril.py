@@ -1,0 +1,33 @@
+# bug: mask_after_softmax
+# The softmax weights are multiplied by the 0/1 causal and padding masks after the softmax instead of masking scores with -inf before it.
+import math
+import torch
+from torch import nn
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, dim, n_heads):
+        super().__init__()
+        self.dim = dim
+        self.heads = n_heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x, key_padding_mask=None):
+        b, t, _ = x.shape
+        h = self.heads
+        d = self.dim // h
+        q, k, v = self.qkv(x).split(self.dim, dim=-1)
+        q = q.reshape(b, t, h, d)
+        k = k.reshape(b, t, h, d)
+        v = v.reshape(b, t, h, d)
+
+        sim = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(d)
+        idx = torch.arange(t, device=x.device)
+        future = idx[None, :] > idx[:, None]  # (i, j): key j is after query i
+        attn = sim.softmax(dim=-1)
+        attn = attn * (~future)
+        if key_padding_mask is not None:
+            attn = attn * key_padding_mask[:, None, None, :]
+        out = torch.einsum("bhij,bjhd->bihd", attn, v).reshape(b, t, self.dim)
+        return self.proj(out)

@@ -1,0 +1,32 @@
+# bug: no_causal_mask, missing_output_projection
+# Two mistakes: the future mask is never applied to the scores, and self.proj is never called.
+import math
+import torch
+from torch import nn
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, dim, n_heads):
+        super().__init__()
+        self.dim = dim
+        self.heads = n_heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x, key_padding_mask=None):
+        b, t, _ = x.shape
+        h = self.heads
+        d = self.dim // h
+        q, k, v = self.qkv(x).split(self.dim, dim=-1)
+        q = q.reshape(b, t, h, d)
+        k = k.reshape(b, t, h, d)
+        v = v.reshape(b, t, h, d)
+
+        sim = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(d)
+        idx = torch.arange(t, device=x.device)
+        future = idx[None, :] > idx[:, None]  # (i, j): key j is after query i
+        if key_padding_mask is not None:
+            sim = sim.masked_fill(~key_padding_mask[:, None, None, :], float("-inf"))
+        attn = sim.softmax(dim=-1)
+        out = torch.einsum("bhij,bjhd->bihd", attn, v).reshape(b, t, self.dim)
+        return out
