@@ -56,16 +56,29 @@ def _failures(result: GradeResult) -> list:
             parts.append(Text("\nWhat went wrong", style="bold"))
         parts.append(Text.assemble(("✗ ", "red"), (group.title, "bold"),
                                    f"  ({len(failed)} of {len(group.tests)} cases)"))
-        for test in failed[:MAX_CASES_SHOWN]:
-            label = test.status.value if test.status is not TestStatus.FAILED else "wrong"
-            case = test.name[len(group.title):].strip() or test.id
-            body = Text(f"{case} — {label}\n", style="dim")
-            body.append(test.feedback or "(no details)")
+        # Cases that failed for the same reason are shown once, with every case named.
+        by_feedback: dict[str, list] = {}
+        for test in failed:
+            by_feedback.setdefault(test.feedback or "(no details)", []).append(test)
+        for feedback, tests in list(by_feedback.items())[:MAX_CASES_SHOWN]:
+            cases = ", ".join(_case(t, group.title) for t in tests)
+            body = Text(f"{cases} — {_label(tests[0])}\n", style="dim")
+            body.append(feedback)
             parts.append(Padding(body, (0, 0, 0, 4)))
-        if len(failed) > MAX_CASES_SHOWN:
-            parts.append(Padding(Text(f"... and {len(failed) - MAX_CASES_SHOWN} more failing cases "
-                                      f"(see the JSON for each)", style="dim"), (0, 0, 0, 4)))
+        hidden = sum(len(tests) for tests in list(by_feedback.values())[MAX_CASES_SHOWN:])
+        if hidden:
+            parts.append(Padding(Text(f"... and {hidden} more failing cases (see the JSON for each)",
+                                      style="dim"), (0, 0, 0, 4)))
     return parts
+
+
+def _case(test, group_title: str) -> str:
+    return test.name[len(group_title):].strip() or "the test"
+
+
+def _label(test) -> str:
+    return {TestStatus.FAILED: "wrong", TestStatus.ERROR: "your code raised an error",
+            TestStatus.TIMEOUT: "timed out"}.get(test.status, test.status.value)
 
 
 def plain_text(result: GradeResult, *, width: int = 100) -> str:

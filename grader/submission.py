@@ -62,6 +62,9 @@ def check_compiles(script: bytes, line_map: LineMap) -> None:
             compile(script, "submission.py", "exec", dont_inherit=True)
     except SyntaxError as err:
         line = err.lineno
+        if "null bytes" in str(err.msg):
+            raise SubmissionRejected("undecodable", "Python cannot read the file: it contains null "
+                                     "bytes (is it a binary file?)") from err
         if isinstance(err.__cause__, UnicodeDecodeError) or "decode" in str(err.msg) or "encoding" in str(err.msg):
             raise SubmissionRejected("undecodable", f"Python cannot decode the file: {err.msg}. Save it as "
                                      f"UTF-8, or declare its encoding in a '# -*- coding: ... -*-' line",
@@ -79,7 +82,9 @@ def notebook_script(data: bytes) -> tuple[bytes, LineMap]:
     """The code cells of a notebook as one script; IPython magics and shell lines are dropped."""
     import nbformat
     try:
-        notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # nbformat warns about old notebooks it still reads
+            notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
     except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as err:
         raise SubmissionRejected("bad_notebook", f"this is not a readable Jupyter notebook: {err}") from err
     lines: list[str] = []

@@ -14,6 +14,7 @@ class Limits:
     tests_s: float = 45.0         # all calls into the student's code, summed, after import
     import_s: float = 20.0        # importing the submission (torch is already imported)
     call_s: float = 4.0           # one request to the worker (a correct solution needs milliseconds)
+    max_timeouts: int = 3         # after this many timed-out calls, the rest fail without running
     memory_bytes: int = 3072 * MiB  # address space of the worker (torch alone maps ~0.5 GiB)
     cpu_s: int = 60               # CPU seconds of one worker process
     file_bytes: int = 16 * MiB    # largest file the worker may write

@@ -209,6 +209,7 @@ class Student:
         self.budget_left = limits.tests_s
         self.restarts = 0
         self.failures: list[str] = []
+        self.timeouts = 0
         self.load_result: LoadResult | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -247,6 +248,9 @@ class Student:
         if self.budget_left <= 0:
             raise WorkerFailure("budget", f"not run: the time budget for the student's code "
                                           f"({self.limits.tests_s:.0f} s) is used up")
+        if self.timeouts >= self.limits.max_timeouts:
+            raise WorkerFailure("budget", f"not run: your code already timed out {self.timeouts} times, "
+                                          f"so the remaining calls were not attempted")
         if self.worker is None:
             self.restarts += 1
             ready = self._start(self.limits.import_s)
@@ -310,6 +314,8 @@ class Student:
                 except OSError:
                     pass
         self.failures.append(kind)
+        if kind == "timeout":
+            self.timeouts += 1
         raise WorkerFailure(kind, message)
 
     def printed(self) -> str:
@@ -343,6 +349,13 @@ class RemoteModule:
 
     def __call__(self, *args):
         return _tensor(self._request("call", args=list(args)).get("out"), "forward")
+
+    def map(self, calls: list) -> list:
+        """forward(*args) for each argument tuple, in one round trip to the worker."""
+        outs = self._request("call_many", calls=[list(args) for args in calls]).get("outs")
+        if not isinstance(outs, list) or len(outs) != len(calls):
+            raise WorkerFailure("protocol", "the worker's answer to a batch of forward calls was malformed")
+        return [_tensor(out, "forward") for out in outs]
 
     def vjp(self, *args, cotangents):
         """Gradients of the output, contracted with each cotangent, with respect to args[0]."""

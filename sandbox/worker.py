@@ -153,6 +153,13 @@ class Worker:
             out = module(*request["args"])
         return {"out": _as_output(out)}
 
+    def op_call_many(self, request: dict) -> dict:
+        """Several forward calls in one round trip; the first exception ends them all."""
+        import torch
+        module = self._module(request)
+        with torch.enable_grad():
+            return {"outs": [_as_output(module(*args)) for args in request["calls"]]}
+
     def op_vjp(self, request: dict) -> dict:
         """Vector-Jacobian products of the output with respect to the first argument."""
         import torch

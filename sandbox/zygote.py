@@ -25,6 +25,7 @@ def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     import numpy  # noqa: F401  (torch warns when numpy is missing; import it once here)
     import torch  # noqa: F401  (imported, never used: see the module docstring)
+    preload_lazy_torch_modules()
     statuses: dict[int, int] = {}
     _send(control, {"event": "ready", "pid": os.getpid()})
     while True:
@@ -48,6 +49,13 @@ def main() -> None:
             _send(control, {"status": _wait_status(command["pid"], statuses, command.get("wait_s", 0.5))})
         else:
             _send(control, {"error": f"unknown op {op}"})
+
+
+def preload_lazy_torch_modules() -> None:
+    """Import what torch 2.13 would import on the first backward through softmax or the first
+    masked nn.MultiheadAttention call (sympy, via symbolic_shapes): 0.4 s that every forked
+    worker would otherwise pay again. An import, not an op, so forking stays safe."""
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
 
 def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:

@@ -1,10 +1,15 @@
-"""Fixtures shared by the causal self-attention tests. `student` comes from the harness."""
+"""Fixtures shared by the causal self-attention tests. `student` comes from the harness.
+
+Property tests (causality, padding properties, parameter count) run the student's module with its
+own initial weights: a property does not depend on the weight values, and a module whose layers
+are laid out wrongly still shows whether it is causal.
+"""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from exercise.causal_self_attention.checks import new_module, random_input
+from exercise.causal_self_attention.checks import random_input
 from sandbox.proxy import StudentCodeError, WorkerFailure
 
 
@@ -15,16 +20,17 @@ def attention_gate(student) -> str | None:
     is causal, and a module that ignores its input has the right parameter count."""
     dim, B, T = 24, 2, 6
     try:
-        module, _ = new_module(student, dim, 4)
+        module = student.new(dim, 4)
         x = random_input(B, T, dim, seed=7)
-        base = module(x)
+        noise = random_input(B, T, dim, seed=8)
+        moved = [x.clone() for _ in range(T)]
+        for s in range(T):
+            moved[s][:, s] += noise[:, s]
+        base, *outs = module.map([(x,)] + [(m,) for m in moved])
         if tuple(base.shape) != (B, T, dim):
             return f"its output has shape {tuple(base.shape)} for an input of shape {(B, T, dim)}"
-        noise = random_input(B, T, dim, seed=8)
-        for s in range(T):
-            moved = x.clone()
-            moved[:, s] += noise[:, s]
-            change = (module(moved) - base).abs().nan_to_num(nan=1.0).amax(dim=(0, 2))    # (T,)
+        for s, out in enumerate(outs):
+            change = (out - base).abs().nan_to_num(nan=1.0).amax(dim=(0, 2))    # (T,)
             if change[s] <= 1e-9:
                 return f"the output at position {s} does not depend on the input at position {s}"
             blind = [t for t in range(s + 1, T) if change[t] <= 1e-9]
@@ -49,6 +55,8 @@ def gated(attention_gate) -> None:
     require_attention(attention_gate)
 
 
-def finite_difference_jvp(module, x: torch.Tensor, mask, direction: torch.Tensor, eps: float = 1e-6):
-    """(f(x + eps*u) - f(x - eps*u)) / 2 eps, from forward outputs alone (the harness's own check)."""
-    return (module(x + eps * direction, mask) - module(x - eps * direction, mask)) / (2 * eps)
+def finite_difference_jvps(module, x: torch.Tensor, mask, directions: list, eps: float = 1e-6) -> list:
+    """(f(x + eps*u) - f(x - eps*u)) / 2 eps for each direction u, from forward outputs alone:
+    the harness's own check of gradients that come from the student's process."""
+    outs = module.map([(x + sign * eps * u, mask) for u in directions for sign in (1, -1)])
+    return [(plus - minus) / (2 * eps) for plus, minus in zip(outs[::2], outs[1::2])]

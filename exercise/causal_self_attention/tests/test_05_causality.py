@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from exercise.causal_self_attention import reference
-from exercise.causal_self_attention.checks import new_module, random_input
-from exercise.causal_self_attention.tests.conftest import finite_difference_jvp
+from exercise.causal_self_attention.checks import random_input
+from exercise.causal_self_attention.tests.conftest import finite_difference_jvps
 from sandbox.proxy import StudentCodeError
 
 JACOBIAN_CASES = [(24, 4, 2, 6, None), (24, 4, 2, 6, [6, 3]), (12, 3, 3, 7, [7, 7, 7]), (8, 1, 1, 5, None)]
@@ -20,7 +20,7 @@ def _case_id(case):
 def test_autograd_sees_no_future(student, gated, case):
     """Autograd: d out[t] / d x[s] is zero for every later s, and non-zero for s = t"""
     dim, n_heads, B, T, lengths = case
-    module, _ = new_module(student, dim, n_heads)
+    module = student.new(dim, n_heads)
     x = random_input(B, T, dim, seed=61)
     mask = None if lengths is None else reference.right_padding(lengths, T)
     g = torch.Generator().manual_seed(62)
@@ -52,10 +52,11 @@ def test_autograd_sees_no_future(student, gated, case):
             pytest.fail(f"autograd says the output at position {t} does not depend on the input at "
                         f"position {t}: the autograd graph is cut (torch.no_grad(), .detach(), .data?); {where}")
     # The gradient comes from the student's process: check it against the forward outputs.
-    for s in range(T):
-        direction = torch.zeros(B, T, dim, dtype=torch.float64)
+    directions = [torch.zeros(B, T, dim, dtype=torch.float64) for _ in range(T)]
+    for s, direction in enumerate(directions):
         direction[:, s] = torch.randn(B, dim, generator=g, dtype=torch.float64)
-        jvp = finite_difference_jvp(module, x, mask, direction)         # (B, T, dim)
+    jvps = finite_difference_jvps(module, x, mask, directions)          # T x (B, T, dim)
+    for s, (direction, jvp) in enumerate(zip(directions, jvps)):
         for t in range(s, T):
             numeric = (cotangents[t, :, t] * jvp[:, t]).sum(dim=1)      # (B,)
             autograd = (grads[t, :, s] * direction[:, s]).sum(dim=1)   # (B,)
@@ -71,15 +72,13 @@ def test_autograd_sees_no_future(student, gated, case):
                          ids=["dim24-h4-nomask", "dim12-h3-alltrue-mask"])
 def test_changing_later_inputs_changes_no_earlier_output(student, gated, dim, n_heads, B, T, with_mask):
     """Replacing the inputs from position s on leaves every output before s unchanged"""
-    module, _ = new_module(student, dim, n_heads)
+    module = student.new(dim, n_heads)
     x = random_input(B, T, dim, seed=71)
     mask = torch.ones(B, T, dtype=torch.bool) if with_mask else None
-    base = module(x, mask)
     noise = random_input(B, T, dim, seed=72) * 5
-    for s in range(1, T):
-        moved = x.clone()
-        moved[:, s:] = noise[:, s:]
-        out = module(moved, mask)
+    moved = [torch.cat([x[:, :s], noise[:, s:]], dim=1) for s in range(1, T)]
+    base, *outs = module.map([(x, mask)] + [(m, mask) for m in moved])
+    for s, out in enumerate(outs, start=1):
         changed = ~torch.isclose(out[:, :s], base[:, :s], atol=1e-9, rtol=1e-7).all(dim=2)   # (B, s)
         if changed.any():
             b, t = (int(i) for i in changed.nonzero()[0])
