@@ -10,7 +10,7 @@ from rich.text import Text
 
 from grader.result import GradeResult, Status, TestStatus
 
-MAX_CASES_SHOWN = 2
+MAX_OTHER_CASES = 6
 
 
 def build(result: GradeResult) -> RichGroup:
@@ -56,19 +56,15 @@ def _failures(result: GradeResult) -> list:
             parts.append(Text("\nWhat went wrong", style="bold"))
         parts.append(Text.assemble(("✗ ", "red"), (group.title, "bold"),
                                    f"  ({len(failed)} of {len(group.tests)} cases)"))
-        # Cases that failed for the same reason are shown once, with every case named.
-        by_feedback: dict[str, list] = {}
-        for test in failed:
-            by_feedback.setdefault(test.feedback or "(no details)", []).append(test)
-        for feedback, tests in list(by_feedback.items())[:MAX_CASES_SHOWN]:
-            cases = ", ".join(_case(t, group.title) for t in tests)
-            body = Text(f"{cases} — {_label(tests[0])}\n", style="dim")
-            body.append(feedback)
-            parts.append(Padding(body, (0, 0, 0, 4)))
-        hidden = sum(len(tests) for tests in list(by_feedback.values())[MAX_CASES_SHOWN:])
-        if hidden:
-            parts.append(Padding(Text(f"... and {hidden} more failing cases (see the JSON for each)",
-                                      style="dim"), (0, 0, 0, 4)))
+        # The first failure in full; the other failing cases by name (the JSON has each in full).
+        first = failed[0]
+        body = Text(f"{_case(first, group.title)} — {_label(first)}\n", style="dim")
+        body.append(first.feedback or "(no details)")
+        parts.append(Padding(body, (0, 0, 0, 4)))
+        others = [_case(t, group.title) for t in failed[1:]]
+        if others:
+            shown = ", ".join(others[:MAX_OTHER_CASES]) + (", ..." if len(others) > MAX_OTHER_CASES else "")
+            parts.append(Padding(Text(f"also failing: {shown}", style="dim"), (0, 0, 0, 4)))
     return parts
 
 

@@ -80,7 +80,7 @@ def rejection_message(rejection: dict, entry, submission: Submission) -> str:
                 (f" (classes found: {', '.join(map(str, found))})" if found else "") +
                 f"; the class must be named exactly {cls}")
     if reason == "not_a_class":
-        return f"{cls} in your file is a {rejection.get('found')}, not a class"
+        return f"{cls} in your file is not a class (it is a value of type {rejection.get('found')})"
     if reason == "bad_init_signature":
         return (f"{cls} must be created as {cls}({', '.join(entry.init_args)}); yours has "
                 f"{rejection.get('signature')}{at}")

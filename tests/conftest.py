@@ -1,0 +1,60 @@
+"""Helpers for the project's own tests: run the real `grade` CLI on real files."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
+EXAMPLES = ROOT / "examples"
+
+
+@dataclass
+class Graded:
+    """One run of `grade FILE --json -`."""
+    exit_code: int
+    result: dict | None
+    terminal: str       # what a user sees (stderr, since the JSON went to stdout)
+    seconds: float
+
+    def group(self, name_part: str) -> tuple[float, float]:
+        """(score, max) summed over the tests whose group contains name_part."""
+        tests = [t for t in self.result["tests"] if name_part in t["group"]]
+        assert tests, f"no test group matches {name_part!r}"
+        return sum(t["score"] for t in tests), sum(t["max_score"] for t in tests)
+
+    def lost(self, name_part: str) -> bool:
+        score, most = self.group(name_part)
+        return score < most
+
+    def full(self, name_part: str) -> bool:
+        score, most = self.group(name_part)
+        return score == most
+
+
+def grade(path: Path, *extra: str, timeout: float = 240) -> Graded:
+    """Run the CLI the way a user does, with the JSON on stdout."""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "grader", str(path), "--json", "-", *extra],
+                          capture_output=True, text=True, timeout=timeout)
+    result = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
+    return Graded(proc.returncode, result, proc.stderr, time.monotonic() - started)
+
+
+@pytest.fixture(scope="session")
+def grade_cached():
+    """Grade each file once per session; several tests may look at the same result."""
+    cache: dict[tuple, Graded] = {}
+
+    def run(path: Path, *extra: str) -> Graded:
+        key = (str(path), extra)
+        if key not in cache:
+            cache[key] = grade(path, *extra)
+        return cache[key]
+    return run

@@ -1,0 +1,18 @@
+"""Every correct style earns full marks through the real CLI, in float32 and float64."""
+import pytest
+
+from tests.conftest import EXAMPLES, SUBMISSIONS, grade
+
+CORRECT = sorted((SUBMISSIONS / "correct").iterdir()) + [EXAMPLES / "correct.py", EXAMPLES / "notebook.ipynb"]
+
+
+@pytest.mark.parametrize("path", CORRECT, ids=[p.name for p in CORRECT])
+def test_correct_solution_scores_full_marks(path):
+    graded = grade(path)
+    assert graded.exit_code == 0, graded.terminal
+    result = graded.result
+    assert result["status"] == "graded", result["feedback"]
+    failed = [(t["id"], t["feedback"]) for t in result["tests"] if t["status"] != "passed"]
+    assert failed == []
+    assert result["score"] == result["max_score"] == 100
+    assert result["bugs"] == []

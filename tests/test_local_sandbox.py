@@ -1,0 +1,69 @@
+"""The local sandbox's isolation, seen from a submission: no network, limits applied, nothing left."""
+import socket
+import subprocess
+import threading
+
+from tests.conftest import SUBMISSIONS, grade
+
+CORRECT = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
+
+
+def test_student_code_cannot_reach_a_server_on_this_machine(tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    accepted, done = [], threading.Event()
+
+    def accept():
+        while not done.is_set():
+            try:
+                accepted.append(server.accept())
+            except socket.timeout:
+                continue
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    path = tmp_path / "phones_home.py"
+    path.write_text(CORRECT + f"""
+import socket as _socket
+try:
+    _socket.create_connection(("127.0.0.1", {port}), timeout=3).sendall(b"leak")
+    raise RuntimeError("NETWORK REACHABLE")
+except OSError:
+    pass
+""")
+    graded = grade(path)
+    done.set()
+    thread.join()
+    server.close()
+    assert accepted == []
+    assert graded.result["status"] == "graded", graded.result["message"]
+    assert graded.result["score"] == 100
+
+
+def test_memory_bomb_is_stopped_by_the_memory_limit(tmp_path):
+    path = tmp_path / "memory_bomb.py"
+    path.write_text(CORRECT.replace("def forward(self, x, key_padding_mask=None):",
+                                    "def forward(self, x, key_padding_mask=None):\n"
+                                    "        hog = bytearray(8 << 30)"))
+    graded = grade(path, "--time-limit", "60")
+    result = graded.result
+    assert result["status"] == "graded" and result["score"] <= 5
+    assert any("MemoryError" in t["feedback"] for t in result["tests"])
+
+
+def test_no_process_of_the_grade_outlives_it(tmp_path):
+    path = tmp_path / "daemon.py"
+    path.write_text(CORRECT + """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(600)
+    os._exit(0)
+""")
+    grade(path)
+    leftovers = subprocess.run(["pgrep", "-f", "sandbox.zygote|sandbox.harness"], capture_output=True, text=True)
+    # A forked worker keeps the zygote's command line, so this also finds the student's daemon.
+    assert leftovers.stdout.strip() == ""

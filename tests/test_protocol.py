@@ -1,0 +1,70 @@
+"""The wire protocol: tensors round-trip exactly, and nothing malformed is ever accepted."""
+import os
+import struct
+import time
+
+import pytest
+import torch
+
+from sandbox import protocol
+
+
+def roundtrip(message):
+    frame = protocol.encode(message)
+    header_len, payload_len = protocol.PREFIX.unpack(frame[:protocol.PREFIX.size])
+    header = frame[protocol.PREFIX.size:protocol.PREFIX.size + header_len]
+    return protocol.decode(header, frame[protocol.PREFIX.size + header_len:])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.bool, torch.int64])
+def test_tensors_roundtrip_bit_exact(dtype):
+    t = (torch.randn(3, 4, 5) * 10).to(dtype)
+    back = roundtrip({"x": t, "nested": [{"y": t[1:, ::2]}], "n": 3})
+    assert back["n"] == 3
+    assert back["x"].dtype == dtype and torch.equal(back["x"], t)
+    assert torch.equal(back["nested"][0]["y"], t[1:, ::2])
+
+
+def test_nan_and_empty_tensors_survive():
+    t = torch.tensor([float("nan"), float("inf"), -0.0])
+    back = roundtrip({"t": t, "e": torch.empty(0, 3)})
+    assert torch.isnan(back["t"][0]) and back["t"][1] == float("inf")
+    assert back["e"].shape == (0, 3)
+
+
+@pytest.mark.parametrize("desc,why", [
+    ({"__tensor__": "object", "shape": [1], "offset": 0, "nbytes": 8}, "unknown dtype"),
+    ({"__tensor__": "float64", "shape": [2], "offset": 0, "nbytes": 8}, "cannot have"),
+    ({"__tensor__": "float64", "shape": [1], "offset": 4, "nbytes": 8}, "out of range"),
+    ({"__tensor__": "float64", "shape": [-1], "offset": 0, "nbytes": 8}, "bad tensor shape"),
+])
+def test_malformed_tensor_descriptions_are_refused(desc, why):
+    import json
+    with pytest.raises(protocol.ProtocolError, match=why):
+        protocol.decode(json.dumps({"x": desc}).encode(), b"\0" * 8)
+
+
+def test_header_that_is_not_json_is_refused():
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(b"\x80\x04pickle", b"")
+
+
+def test_oversized_frame_is_refused_before_reading_it():
+    r, w = os.pipe()
+    os.write(w, struct.pack("<IQ", protocol.MAX_HEADER_BYTES + 1, 0))
+    with pytest.raises(protocol.ProtocolError, match="exceeds"):
+        protocol.recv(r, deadline=time.monotonic() + 1)
+    os.close(r), os.close(w)
+
+
+def test_recv_gives_up_at_the_deadline_and_reports_a_closed_peer():
+    r, w = os.pipe()
+    os.write(w, protocol.encode({"a": 1})[:5])     # half a frame, then silence
+    started = time.monotonic()
+    with pytest.raises(protocol.Deadline):
+        protocol.recv(r, deadline=time.monotonic() + 0.3)
+    assert time.monotonic() - started < 2
+    os.close(w)
+    with pytest.raises(protocol.PeerClosed):
+        protocol.recv(r, deadline=time.monotonic() + 1)
+    os.close(r)
