@@ -19,6 +19,7 @@ from sandbox.proxy import Student, Zygote
 from sandbox.source import LineMap
 
 REPORT_SCHEMA = 1
+REPORT_MARGIN_S = 5.0
 
 
 def run(job: dict) -> dict:
@@ -31,7 +32,9 @@ def run(job: dict) -> dict:
     ex = exercise.get(job["exercise"])
     limits = Limits.from_dict(job["limits"]) if job.get("limits") else ex.limits
     line_map = LineMap.from_list(job.get("line_map"))
-    student = Student(zygote, path=job["submission"], entry=ex.entry, limits=limits,
+    # Stop calling the student's code early enough to report within the wall-clock limit.
+    deadline = started + limits.wall_s - min(REPORT_MARGIN_S, limits.wall_s / 4)
+    student = Student(zygote, path=job["submission"], entry=ex.entry, limits=limits, deadline=deadline,
                       locate=line_map.describe(_read_lines(job["submission"])))
     report = {"schema": REPORT_SCHEMA, "exercise": ex.name, "exercise_version": ex.version,
               "environment": _environment(), "notes": list(zygote.notes)}

@@ -201,10 +201,10 @@ class Student:
     """The submission as the tests see it: fresh workers on demand, every call bounded in time."""
 
     def __init__(self, zygote: Zygote, *, path: str, entry: EntrySpec, limits: Limits,
-                 locate=None, zygote_timeout_s: float = 60.0):
+                 deadline: float, locate=None):
         self.zygote, self.path, self.entry, self.limits = zygote, path, entry, limits
         self.locate = locate or (lambda line: f"line {line}")
-        self.zygote_timeout_s = zygote_timeout_s
+        self.deadline = deadline  # time.monotonic() by which the harness must be writing its report
         self.worker: _WorkerProcess | None = None
         self.budget_left = limits.tests_s
         self.restarts = 0
@@ -215,7 +215,7 @@ class Student:
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self) -> LoadResult:
         """Start the first worker; its import of the submission decides whether it is gradable."""
-        self.zygote.wait_ready(self.zygote_timeout_s)
+        self.zygote.wait_ready(max(self.deadline - time.monotonic(), 1.0))
         try:
             ready = self._start(self.limits.import_s)
         except WorkerFailure as failure:
@@ -230,7 +230,7 @@ class Student:
                                    limits=self.limits)
         worker.output.on_flood = lambda: self.zygote.kill(worker.pid)
         self.worker = worker
-        ready = self._receive("import", time.monotonic() + timeout_s)
+        ready = self._receive("import", min(time.monotonic() + timeout_s, self.deadline))
         if not isinstance(ready, dict) or ready.get("event") != "ready":
             self._fail("protocol", "the worker did not start as expected")
         return ready
@@ -245,6 +245,9 @@ class Student:
     # -- requests ----------------------------------------------------------------------------
     def request(self, op: str, **fields) -> dict:
         """One round trip to the worker; raises StudentCodeError or WorkerFailure."""
+        if time.monotonic() >= self.deadline:
+            raise WorkerFailure("budget", f"not run: the grade's time limit ({self.limits.wall_s:g} s) "
+                                          f"was reached")
         if self.budget_left <= 0:
             raise WorkerFailure("budget", f"not run: the time budget for the student's code "
                                           f"({self.limits.tests_s:.0f} s) is used up")
@@ -256,7 +259,7 @@ class Student:
             ready = self._start(self.limits.import_s)
             if not ready.get("ok"):
                 self._fail("exit", "the submission no longer imports in a fresh worker")
-        timeout = min(self.limits.call_s, self.budget_left)
+        timeout = min(self.limits.call_s, self.budget_left, self.deadline - time.monotonic())
         started = time.monotonic()
         try:
             try:

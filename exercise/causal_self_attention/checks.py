@@ -6,7 +6,7 @@ import torch
 
 from exercise.causal_self_attention import reference
 
-# Chosen from measurements (scripts/measure_tolerances.py over every correct style in the project's
+# Chosen from measurements (bench/measure_tolerances.py over every correct style in the project's
 # corpus, float64 reference): the worst correct float32 output was ~2e-7 off, the worst float64
 # output ~4e-16. The bounds leave two to four orders of magnitude of room, and still sit far below
 # the smallest error of any known mistake (about 1e-2).
