@@ -61,36 +61,37 @@ def _test(raw: dict) -> TestResult:
         raise ReportError(f"malformed test entry {raw!r:.200}: {err}") from err
 
 
+REJECTIONS = {
+    "import_failed": "importing your file raised {type}: {message}{at}",
+    "exit_at_import": "your file ends the program while it is imported (SystemExit{at}); remove the "
+                      "sys.exit()/exit() call or put it under if __name__ == \"__main__\":",
+    "no_class": "your file defines no class {cls}{found_list}; the class must be named exactly {cls}",
+    "not_a_class": "{cls} in your file is not a class (it is a value of type {found})",
+    "bad_init_signature": "{cls} must be created as {cls}({init_args}); yours has {signature}{at}",
+    "bad_forward_signature": "forward must accept ({forward_needed}) and ({forward_full}); "
+                             "yours is {signature}{at}",
+}
+
+
 def rejection_message(rejection: dict, entry, submission: Submission) -> str:
     """Exactly what is wrong with a submission that cannot be graded, and where."""
     locate = submission.line_map.describe(submission.script.decode(errors="replace").splitlines())
-    reason = rejection.get("reason")
+    reason = str(rejection.get("reason"))
     error = _dict(rejection.get("error"))
     line = error.get("line") if isinstance(error.get("line"), int) else rejection.get("line")
-    at = f" at {locate(line)}" if isinstance(line, int) else ""
-    cls = entry.class_name
-    if reason == "import_failed":
-        return f"importing your file raised {error.get('type')}: {error.get('message')}{at}"
-    if reason == "exit_at_import":
-        return (f"your file ends the program while it is imported (SystemExit{at}); remove the "
-                f"sys.exit()/exit() call or put it under if __name__ == \"__main__\":")
-    if reason == "no_class":
-        found = rejection.get("found") or []
-        return (f"your file defines no class {cls}" +
-                (f" (classes found: {', '.join(map(str, found))})" if found else "") +
-                f"; the class must be named exactly {cls}")
-    if reason == "not_a_class":
-        return f"{cls} in your file is not a class (it is a value of type {rejection.get('found')})"
-    if reason == "bad_init_signature":
-        return (f"{cls} must be created as {cls}({', '.join(entry.init_args)}); yours has "
-                f"{rejection.get('signature')}{at}")
-    if reason == "bad_forward_signature":
-        needed = ", ".join(entry.forward_args[:entry.forward_required])
-        full = ", ".join(entry.forward_args[:entry.forward_required]
-                         + tuple(f"{a}=None" for a in entry.forward_args[entry.forward_required:]))
-        return (f"forward must accept ({needed}) and ({full}); yours is "
-                f"{rejection.get('signature')}{at}")
-    if reason and reason.startswith("import_"):
+    found = rejection.get("found")
+    required = entry.forward_args[:entry.forward_required]
+    optional = tuple(f"{a}=None" for a in entry.forward_args[entry.forward_required:])
+    facts = {
+        "cls": entry.class_name, "type": error.get("type"), "message": error.get("message"),
+        "at": f" at {locate(line)}" if isinstance(line, int) else "",
+        "found": found, "signature": rejection.get("signature"),
+        "found_list": f" (classes found: {', '.join(map(str, found))})" if isinstance(found, list) and found else "",
+        "init_args": ", ".join(entry.init_args),
+        "forward_needed": ", ".join(required), "forward_full": ", ".join(required + optional),
+    }
+    if reason in REJECTIONS:
+        return REJECTIONS[reason].format(**facts)
+    if reason.startswith("import_"):  # the worker timed out, exited or flooded while importing
         return f"your file could not be imported: {rejection.get('message')}"
     return f"your file could not be loaded ({reason})"
-
