@@ -46,8 +46,9 @@ class UnknownSandbox(LookupError):
 
 def available() -> dict[str, type]:
     """Backends by name; a new backend is one module and one line here."""
+    from sandbox.docker import DockerSandbox
     from sandbox.local import LocalSandbox
-    return {LocalSandbox.name: LocalSandbox}
+    return {LocalSandbox.name: LocalSandbox, DockerSandbox.name: DockerSandbox}
 
 
 def get(name: str) -> Sandbox:

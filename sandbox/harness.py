@@ -1,6 +1,6 @@
 """The trusted side of the sandbox: runs the exercise's pytest suite against a student worker.
 
-    python -m sandbox.harness JOB.json REPORT_FD
+    python -m sandbox.harness JOB.json REPORT_FD      (JOB.json may be '-' for stdin)
 
 The job names the exercise, the submission file and the limits. The zygote starts before anything
 heavy is imported, so its torch import overlaps with this process's own imports of torch and
@@ -25,7 +25,10 @@ REPORT_MARGIN_S = 5.0
 def run(job: dict) -> dict:
     """Grade one submission inside the sandbox and return the raw report."""
     started = time.monotonic()
-    zygote = Zygote(isolate=job.get("isolate", True))
+    if "zygote_fd" in job:  # inside the container, the entry point started it as the student user
+        zygote = Zygote.attached(int(job["zygote_fd"]))
+    else:
+        zygote = Zygote.start(isolate=job.get("isolate", True))
     import exercise
     from sandbox.zygote import preload_lazy_torch_modules
     preload_lazy_torch_modules()
@@ -35,6 +38,7 @@ def run(job: dict) -> dict:
     # Stop calling the student's code early enough to report within the wall-clock limit.
     deadline = started + limits.wall_s - min(REPORT_MARGIN_S, limits.wall_s / 4)
     student = Student(zygote, path=job["submission"], entry=ex.entry, limits=limits, deadline=deadline,
+                      scratch=job.get("scratch"),
                       locate=line_map.describe(_read_lines(job["submission"])))
     report = {"schema": REPORT_SCHEMA, "exercise": ex.name, "exercise_version": ex.version,
               "environment": _environment(), "notes": list(zygote.notes)}
@@ -105,8 +109,11 @@ def _environment() -> dict:
 
 def main() -> None:
     job_path, report_fd = sys.argv[1], int(sys.argv[2])
-    with open(job_path) as f:
-        job = json.load(f)
+    if job_path == "-":
+        job = json.load(sys.stdin)
+    else:
+        with open(job_path) as f:
+            job = json.load(f)
     try:
         report = run(job)
     except Exception as err:  # the harness's last resort: report the fault instead of a traceback

@@ -57,22 +57,32 @@ class _WorkerProcess:
 
 
 class Zygote:
-    """A running zygote process, optionally isolated in new PID and network namespaces."""
+    """A running zygote process: started here (optionally in new PID and network namespaces), or
+    started by a container's entry point and handed over as a socket."""
 
-    def __init__(self, *, isolate: bool = True):
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.notes: list[str] = []
-        prefix = _namespace_prefix() if isolate else None
-        if isolate and prefix is None:
-            self.notes.append("network not isolated: this OS does not let the grader create namespaces")
-        # -P: the worker's folder must never shadow a module the zygote imports.
-        cmd = (prefix or []) + [sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())]
-        self.process = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
-                                        env=_worker_env())
-        child.close()
-        self.control = parent
+    def __init__(self, control: socket.socket, process: subprocess.Popen | None, notes: list[str]):
+        self.control, self.process, self.notes = control, process, notes
         self.lock = threading.Lock()
         self._ready: dict | None = None
+
+    @classmethod
+    def start(cls, *, isolate: bool = True) -> "Zygote":
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        notes = []
+        prefix = _namespace_prefix() if isolate else None
+        if isolate and prefix is None:
+            notes.append("network not isolated: this OS does not let the grader create namespaces")
+        # -P: the worker's folder must never shadow a module the zygote imports.
+        cmd = (prefix or []) + [sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())]
+        process = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                                   env=zygote_env())
+        child.close()
+        return cls(parent, process, notes)
+
+    @classmethod
+    def attached(cls, fd: int) -> "Zygote":
+        """A zygote someone else started (the container's entry point), reached through `fd`."""
+        return cls(socket.socket(fileno=fd), None, [])
 
     def wait_ready(self, timeout_s: float) -> None:
         if self._ready is None:
@@ -100,9 +110,11 @@ class Zygote:
         return self._command({"op": "status", "pid": pid, "wait_s": 0.5}).get("status")
 
     def close(self) -> None:
-        """Kill the zygote; in a PID namespace every worker it forked dies with it."""
-        self.process.kill()
-        self.process.wait()
+        """Kill the zygote we started (in a PID namespace every worker dies with it); a zygote we
+        were handed exits when its socket closes, and its container ends the rest."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
         self.control.close()
 
     def _command(self, command: dict) -> dict:
@@ -124,7 +136,8 @@ class Zygote:
         return json.loads(data)
 
 
-def _worker_env() -> dict:
+def zygote_env() -> dict:
+    """The zygote's (and so every worker's) environment: only what Python and torch need."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -201,8 +214,9 @@ class Student:
     """The submission as the tests see it: fresh workers on demand, every call bounded in time."""
 
     def __init__(self, zygote: Zygote, *, path: str, entry: EntrySpec, limits: Limits,
-                 deadline: float, locate=None):
+                 deadline: float, scratch: str | None = None, locate=None):
         self.zygote, self.path, self.entry, self.limits = zygote, path, entry, limits
+        self.scratch = scratch or os.path.dirname(path)  # the worker's working folder
         self.locate = locate or (lambda line: f"line {line}")
         self.deadline = deadline  # time.monotonic() by which the harness must be writing its report
         self.worker: _WorkerProcess | None = None
@@ -226,7 +240,7 @@ class Student:
         return self.load_result
 
     def _start(self, timeout_s: float) -> dict:
-        worker = self.zygote.spawn(path=self.path, cwd=os.path.dirname(self.path), entry=self.entry,
+        worker = self.zygote.spawn(path=self.path, cwd=self.scratch, entry=self.entry,
                                    limits=self.limits)
         worker.output.on_flood = lambda: self.zygote.kill(worker.pid)
         self.worker = worker

@@ -1,0 +1,26 @@
+# The sandbox image: Python, the pinned CPU PyTorch, pytest, pytest-json-report, the harness and the
+# exercises. Build it with scripts/build-images, which fills ./wheelhouse first so that this build
+# needs no network. With a registry, any official Python 3.11 image serves as the base.
+ARG BASE=python:3.11-slim
+FROM ${BASE}
+
+# Two users: the harness runs as `grader`, the student's code as `student`. The student cannot read
+# the exercises (tests, reference) nor reach the harness's report, which leaves through a pipe.
+RUN useradd --system --no-create-home --shell /usr/sbin/nologin --uid 990 grader \
+ && useradd --system --no-create-home --shell /usr/sbin/nologin --uid 991 student
+
+COPY wheelhouse /tmp/wheelhouse
+RUN python3 -m venv /opt/venv \
+ && /opt/venv/bin/pip install --quiet --no-index --find-links /tmp/wheelhouse --disable-pip-version-check attention-grader \
+ && rm -rf /tmp/wheelhouse \
+ && site=$(/opt/venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") \
+ && chown -R grader:grader "$site/exercise" && chmod -R go-rwx "$site/exercise" \
+ && mkdir /work && chmod 0755 /work
+
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+WORKDIR /work
+# Runs as root with only CAP_SETUID and CAP_SETGID (see sandbox/docker.py); it starts the zygote as
+# `student` and the harness as `grader`, then relays the harness's report to stdout.
+ENTRYPOINT ["python3", "-P", "-m", "sandbox.container"]

@@ -1,0 +1,104 @@
+"""The Docker backend: a fresh, locked-down container per submission, through the Docker SDK.
+
+The container has no network, limited memory, CPU and processes, a read-only root filesystem
+with a small tmpfs, every capability dropped but the two the entry point needs to switch users,
+and no new privileges. The submission goes in with put_archive (into a per-grade volume, since
+the root filesystem is read-only); the report comes out of the entry point's stdout, which the
+student's processes never hold. The container and the volume are removed whatever happens.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import time
+import uuid
+
+from sandbox.backend import SCRIPT_NAME, Job, RunResult
+
+IMAGE = os.environ.get("GRADER_IMAGE", "attention-grader:latest")
+MEMORY = "4g"           # the worker's own address-space limit (3 GiB) is hit first
+CPUS = 2.0
+PIDS = 256
+TMPFS = {"/tmp": "size=64m,mode=1777"}
+
+
+class DockerUnavailable(Exception):
+    """No engine answers, or the image is missing: a one-line message says what to run."""
+
+
+class DockerSandbox:
+    """Grades each job in a new container from the grader image."""
+    name = "docker"
+
+    def __init__(self, image: str = IMAGE):
+        self.image = image
+
+    def client(self):
+        import docker
+        try:
+            client = docker.from_env(timeout=30)
+            client.ping()
+        except docker.errors.DockerException as err:
+            raise DockerUnavailable("the Docker engine is not reachable: start it (scripts/docker-engine "
+                                    "on Debian) or set DOCKER_HOST") from err
+        try:
+            client.images.get(self.image)
+        except docker.errors.ImageNotFound as err:
+            raise DockerUnavailable(f"the image {self.image} is missing: build it with scripts/build-images") from err
+        return client
+
+    def run(self, job: Job) -> RunResult:
+        import docker
+        started = time.monotonic()
+        client = self.client()
+        tag = uuid.uuid4().hex[:12]
+        volume = client.volumes.create(name=f"grade-{tag}", labels={"attention-grader": "work"})
+        container = None
+        try:
+            container = client.containers.create(
+                self.image, name=f"grade-{tag}", labels={"attention-grader": "grade"},
+                network_mode="none", mem_limit=MEMORY, memswap_limit=MEMORY,
+                nano_cpus=int(CPUS * 1e9), pids_limit=PIDS, read_only=True, tmpfs=TMPFS,
+                cap_drop=["ALL"], cap_add=["SETUID", "SETGID"], security_opt=["no-new-privileges"],
+                volumes={volume.name: {"bind": "/work", "mode": "rw"}}, user="root", detach=True)
+            container.put_archive("/work", _archive(job))
+            container.start()
+            try:
+                container.wait(timeout=job.limits.wall_s)
+                timed_out = False
+            except Exception:  # requests' ReadTimeout or a connection error: the wall clock ran out
+                timed_out = True
+                container.kill()
+            report_bytes = container.logs(stdout=True, stderr=False)
+            log = container.logs(stdout=False, stderr=True)[-8192:].decode(errors="replace")
+        except docker.errors.DockerException as err:
+            return RunResult(None, time.monotonic() - started, f"Docker failed: {err}", "")
+        finally:
+            if container is not None:
+                container.remove(force=True)
+            volume.remove(force=True)
+        duration = time.monotonic() - started
+        if timed_out:
+            return RunResult(None, duration, f"the container did not finish within {job.limits.wall_s:g} s", log)
+        try:
+            report = json.loads(report_bytes)
+        except ValueError:
+            report = None
+        if not isinstance(report, dict):
+            return RunResult(None, duration, "the container exited without a report", log)
+        return RunResult(report, duration, None, log)
+
+
+def _archive(job: Job) -> bytes:
+    """A tar of the submission and the job, owned by root and readable by everyone."""
+    files = {SCRIPT_NAME: job.source,
+             "job.json": json.dumps(job.to_harness(f"/work/{SCRIPT_NAME}")).encode()}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o444, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
