@@ -67,6 +67,8 @@ def grade_one(submission: Path, json_out: str | None, sandbox: str, exercise_nam
     try:
         result = grading.grade_file(submission, exercise=exercise_name, sandbox=sandbox, wall_s=time_limit)
         code = EXIT_RESULT
+    except backends.SandboxUnavailable as err:
+        raise click.ClickException(str(err)) from err
     except SandboxFailure as failure:
         result = grading.error_result(submission, failure.message, exercise=exercise_name, sandbox=sandbox)
         if failure.log and not quiet:

@@ -38,6 +38,10 @@ class Sandbox(Protocol):
         """Grade the job; never raises for anything the submission does."""
 
 
+class SandboxUnavailable(Exception):
+    """The backend cannot run here at all (no engine, no image); the message says what to do."""
+
+
 class UnknownSandbox(LookupError):
     def __init__(self, name: str, known: list[str]):
         self.name, self.known = name, known

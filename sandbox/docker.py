@@ -15,25 +15,21 @@ import tarfile
 import time
 import uuid
 
-from sandbox.backend import SCRIPT_NAME, Job, RunResult
+from sandbox.backend import SCRIPT_NAME, Job, RunResult, SandboxUnavailable
 
-IMAGE = os.environ.get("GRADER_IMAGE", "attention-grader:latest")
+DEFAULT_IMAGE = "attention-grader:latest"
 MEMORY = "4g"           # the worker's own address-space limit (3 GiB) is hit first
 CPUS = 2.0
 PIDS = 256
 TMPFS = {"/tmp": "size=64m,mode=1777"}
 
 
-class DockerUnavailable(Exception):
-    """No engine answers, or the image is missing: a one-line message says what to run."""
-
-
 class DockerSandbox:
     """Grades each job in a new container from the grader image."""
     name = "docker"
 
-    def __init__(self, image: str = IMAGE):
-        self.image = image
+    def __init__(self, image: str | None = None):
+        self.image = image or os.environ.get("GRADER_IMAGE", DEFAULT_IMAGE)
 
     def client(self):
         import docker
@@ -41,12 +37,12 @@ class DockerSandbox:
             client = docker.from_env(timeout=30)
             client.ping()
         except docker.errors.DockerException as err:
-            raise DockerUnavailable("the Docker engine is not reachable: start it (scripts/docker-engine "
+            raise SandboxUnavailable("the Docker engine is not reachable: start it (scripts/docker-engine "
                                     "on Debian) or set DOCKER_HOST") from err
         try:
             client.images.get(self.image)
         except docker.errors.ImageNotFound as err:
-            raise DockerUnavailable(f"the image {self.image} is missing: build it with scripts/build-images") from err
+            raise SandboxUnavailable(f"the image {self.image} is missing: build it with scripts/build-images") from err
         return client
 
     def run(self, job: Job) -> RunResult:

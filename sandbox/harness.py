@@ -20,6 +20,8 @@ from sandbox.source import LineMap
 
 REPORT_SCHEMA = 1
 REPORT_MARGIN_S = 5.0
+# The zygote and its workers, threads included: torch's pools plus what the student may add.
+ZYGOTE_PIDS = 128
 
 
 def run(job: dict) -> dict:
@@ -28,7 +30,7 @@ def run(job: dict) -> dict:
     if "zygote_fd" in job:  # inside the container, the entry point started it as the student user
         zygote = Zygote.attached(int(job["zygote_fd"]))
     else:
-        zygote = Zygote.start(isolate=job.get("isolate", True))
+        zygote = Zygote.start(isolate=job.get("isolate", True), max_pids=ZYGOTE_PIDS)
     import exercise
     from sandbox.zygote import preload_lazy_torch_modules
     preload_lazy_torch_modules()

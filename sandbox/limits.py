@@ -29,8 +29,9 @@ class Limits:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-def apply_to_current_process(limits: Limits) -> list[str]:
-    """Set the rlimits in a freshly forked worker; return notes on limits the OS did not take."""
+def apply_to_current_process(limits: Limits, *, processes_capped: bool = False) -> list[str]:
+    """Set the rlimits in a freshly forked worker; return notes on limits the OS did not take.
+    `processes_capped`: a pids cgroup around the zygote already limits the process count."""
     notes: list[str] = []
     try:
         import resource
@@ -45,8 +46,9 @@ def apply_to_current_process(limits: Limits) -> list[str]:
     if os.geteuid() != 0:
         # RLIMIT_NPROC counts every process of the user, so leave room for the ones already running.
         wanted["RLIMIT_NPROC"] = _threads_of_current_user() + limits.processes
-    else:
-        notes.append("process-count limit not enforced: running as root ignores RLIMIT_NPROC")
+    elif not processes_capped:
+        notes.append("process-count limit not enforced: running as root ignores RLIMIT_NPROC "
+                     "and no pids cgroup could be made")
     for name, value in wanted.items():
         which = getattr(resource, name, None)
         if which is None:
@@ -79,3 +81,54 @@ def _threads_of_current_user() -> int:
         if fields.get("Uid", "").split()[:1] == [uid]:
             count += int(fields.get("Threads", "1").strip() or 1)
     return count
+
+
+class PidsCgroup:
+    """A pids cgroup around the zygote and every worker it forks. RLIMIT_NPROC does nothing for
+    root, so this is what stops a fork bomb when the local sandbox runs as root."""
+
+    ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup")  # cgroup v1 pids hierarchy, then v2
+
+    def __init__(self, path: str):
+        self.path = path
+
+    @classmethod
+    def create(cls, max_pids: int) -> "PidsCgroup | None":
+        """A new pids cgroup with this limit, or None where this process may not make one."""
+        if os.geteuid() != 0:
+            return None
+        for root in cls.ROOTS:
+            if not os.path.isfile(os.path.join(root, "cgroup.procs")):
+                continue
+            path = os.path.join(root, f"attention-grader-{os.getpid()}-{os.urandom(4).hex()}")
+            try:
+                os.mkdir(path)
+            except OSError:
+                continue
+            try:
+                with open(os.path.join(path, "pids.max"), "w") as f:
+                    f.write(str(max_pids))
+                return cls(path)
+            except OSError:
+                os.rmdir(path)
+        return None
+
+    def enter(self) -> None:
+        """Move the calling process into the cgroup (used between fork and exec)."""
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def remove(self, wait_s: float = 2.0) -> None:
+        """Remove the cgroup once its processes are gone."""
+        import time
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() >= end:
+                    return
+                time.sleep(0.02)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from sandbox import protocol
-from sandbox.limits import Limits
+from sandbox.limits import Limits, PidsCgroup
 from sandbox.worker import EntrySpec
 
 
@@ -36,7 +36,20 @@ class StudentCodeError(Exception):
 
     def describe(self) -> str:
         text = f"{self.type}: {self.message}" if self.message else self.type
+        hint = self.limit_hit()
+        text += f" ({hint})" if hint else ""
         return f"{text}\n  at {self.where}" if self.where else text
+
+    def limit_hit(self) -> str | None:
+        """Which sandbox limit an exception most likely comes from, if any."""
+        if self.type == "MemoryError" or "can't allocate memory" in self.message:
+            return "the sandbox's memory limit was hit"
+        if self.type == "BlockingIOError" or "Resource temporarily unavailable" in self.message \
+                or "can't start new thread" in self.message:
+            return "the sandbox's process-count limit was hit"
+        if "File too large" in self.message:
+            return "the sandbox's file-size limit was hit"
+        return None
 
 
 class WorkerFailure(Exception):
@@ -60,24 +73,27 @@ class Zygote:
     """A running zygote process: started here (optionally in new PID and network namespaces), or
     started by a container's entry point and handed over as a socket."""
 
-    def __init__(self, control: socket.socket, process: subprocess.Popen | None, notes: list[str]):
-        self.control, self.process, self.notes = control, process, notes
+    def __init__(self, control: socket.socket, process: subprocess.Popen | None, notes: list[str],
+                 cgroup: PidsCgroup | None = None):
+        self.control, self.process, self.notes, self.cgroup = control, process, notes, cgroup
         self.lock = threading.Lock()
         self._ready: dict | None = None
 
     @classmethod
-    def start(cls, *, isolate: bool = True) -> "Zygote":
+    def start(cls, *, isolate: bool = True, max_pids: int = 0) -> "Zygote":
+        """Start a zygote here; with max_pids, inside a pids cgroup where this process may make one."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         notes = []
+        cgroup = PidsCgroup.create(max_pids) if max_pids else None
         prefix = _namespace_prefix() if isolate else None
         if isolate and prefix is None:
             notes.append("network not isolated: this OS does not let the grader create namespaces")
         # -P: the worker's folder must never shadow a module the zygote imports.
         cmd = (prefix or []) + [sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())]
         process = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
-                                   env=zygote_env())
+                                   env=zygote_env(), preexec_fn=cgroup.enter if cgroup else None)
         child.close()
-        return cls(parent, process, notes)
+        return cls(parent, process, notes, cgroup)
 
     @classmethod
     def attached(cls, fd: int) -> "Zygote":
@@ -93,14 +109,24 @@ class Zygote:
         resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
         command = {"op": "spawn", "path": path, "cwd": cwd, "limits": limits.to_dict(),
+                   "processes_capped": self.cgroup is not None,
                    "entry": {"class_name": entry.class_name, "init_args": entry.init_args,
                              "forward_args": entry.forward_args,
                              "forward_required": entry.forward_required}}
-        with self.lock:
-            socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w])
-            pid = self._recv(10.0)["pid"]
-        for fd in (req_r, resp_w, out_w):
-            os.close(fd)
+        try:
+            with self.lock:
+                socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w])
+                answer = self._recv(10.0)
+        except OSError as err:
+            raise WorkerFailure("exit", "the sandbox's process spawner is gone (did your code kill it?)") from err
+        finally:
+            for fd in (req_r, resp_w, out_w):
+                os.close(fd)
+        if "pid" not in answer:
+            for fd in (req_w, resp_r, out_r):
+                os.close(fd)
+            raise WorkerFailure("exit", str(answer.get("error", "the sandbox could not start a worker")))
+        pid = int(answer["pid"])
         return _WorkerProcess(pid, req_w, resp_r, _OutputDrain(out_r, limits.output_bytes))
 
     def kill(self, pid: int) -> None:
@@ -116,6 +142,8 @@ class Zygote:
             self.process.kill()
             self.process.wait()
         self.control.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
     def _command(self, command: dict) -> dict:
         with self.lock:

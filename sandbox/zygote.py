@@ -38,12 +38,17 @@ def main() -> None:
         command = json.loads(data)
         op = command["op"]
         if op == "spawn":
-            pid = _spawn(command, fds, control)
+            _wait_status(0, statuses, 0)  # reap what has ended: zombies count against pids.max
+            try:
+                answer = {"pid": _spawn(command, fds, control)}
+            except OSError as err:  # fork refused: the process limit is full
+                answer = {"error": f"cannot start a worker: {err.strerror}"}
             for fd in fds:
                 os.close(fd)
-            _send(control, {"pid": pid})
+            _send(control, answer)
         elif op == "kill":
             _kill(command["pid"])
+            _wait_status(command["pid"], statuses, 1.0)
             _send(control, {"ok": True})
         elif op == "status":
             _send(control, {"status": _wait_status(command["pid"], statuses, command.get("wait_s", 0.5))})
@@ -82,7 +87,8 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
         os.chdir(command["cwd"])
-        notes = limits_mod.apply_to_current_process(limits_mod.Limits.from_dict(command["limits"]))
+        notes = limits_mod.apply_to_current_process(limits_mod.Limits.from_dict(command["limits"]),
+                                                    processes_capped=bool(command.get("processes_capped")))
         from sandbox import worker
         worker.serve(req_fd, resp_fd, command["path"], worker.EntrySpec.from_dict(command["entry"]),
                      notes=notes)

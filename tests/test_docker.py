@@ -1,0 +1,140 @@
+"""The Docker sandbox against the real engine: same grades as the local sandbox, and a container
+that holds against network use, memory and fork bombs, endless loops and output floods.
+
+These tests need the engine and the image (scripts/test sets both up). They fail, not skip, when
+either is missing: on this project's CI they must run.
+"""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import docker
+import pytest
+
+from tests.conftest import EXAMPLES, SUBMISSIONS, grade
+
+pytestmark = pytest.mark.docker
+CORRECT = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
+FORWARD = "def forward(self, x, key_padding_mask=None):"
+
+SAME = [EXAMPLES / "correct.py", EXAMPLES / "padding_ignored.py", SUBMISSIONS / "buggy" / "wrong_scale__sqrt_dim.py",
+        SUBMISSIONS / "buggy" / "breaks_autograd__no_grad.py", SUBMISSIONS / "malformed" / "no_class.py",
+        SUBMISSIONS / "hostile" / "exit_in_forward.py", SUBMISSIONS / "correct" / "notebook_with_magics.ipynb"]
+
+
+def leftovers() -> list:
+    client = docker.from_env()
+    return (client.containers.list(all=True, filters={"label": "attention-grader"})
+            + client.volumes.list(filters={"label": "attention-grader"}))
+
+
+def in_forward(code: str) -> str:
+    body = "".join(f"\n        {line}" for line in code.strip().splitlines())
+    return CORRECT.replace(FORWARD, FORWARD + body)
+
+
+@pytest.mark.parametrize("path", SAME, ids=[p.name for p in SAME])
+def test_both_sandboxes_give_the_same_grade(grade_cached, path):
+    local, boxed = grade_cached(path), grade_cached(path, "--sandbox", "docker")
+    assert boxed.exit_code == 0, boxed.terminal
+    assert boxed.result["environment"]["sandbox"] == "docker"
+    for key in ("status", "score", "max_score", "bugs", "message"):
+        assert boxed.result[key] == local.result[key], key
+    summary = lambda r: [(t["id"], t["status"], t["score"]) for t in r["tests"]]  # noqa: E731
+    assert summary(boxed.result) == summary(local.result)
+
+
+def test_no_network_inside_the_container(tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    path = tmp_path / "network.py"
+    path.write_text(CORRECT + f"""
+import socket as _socket
+_names = [name for _, name in _socket.if_nameindex()]
+if _names != ["lo"]:
+    raise RuntimeError(f"network interfaces: {{_names}}")
+try:
+    _socket.create_connection(("127.0.0.1", {port}), timeout=3)
+    raise RuntimeError("the grader's machine is reachable")
+except OSError:
+    pass
+""")
+    graded = grade(path, "--sandbox", "docker")
+    server.close()
+    assert graded.result["status"] == "graded", graded.result["message"]
+    assert graded.result["score"] == 100
+
+
+@pytest.mark.parametrize("name,code,says", [
+    ("memory_bomb", "hog = [bytearray(1 << 28) for _ in range(64)]", "memory limit"),
+    ("fork_bomb", "import os\nwhile True:\n    os.fork()", "process-count limit"),
+    ("endless_loop", "while True:\n    pass", "did not finish within"),
+    ("print_flood", "for _ in range(20):\n    print('x' * 10_000_000)", "printed more than"),
+])
+def test_limits_hold_and_say_which_limit_was_hit(tmp_path, name, code, says):
+    path = tmp_path / f"{name}.py"
+    path.write_text(in_forward(code))
+    graded = grade(path, "--sandbox", "docker", "--time-limit", "60")
+    assert graded.exit_code == 0, graded.terminal
+    assert graded.seconds < 60
+    result = graded.result
+    assert result["status"] == "graded" and result["score"] <= 5
+    assert any(says in t["feedback"] for t in result["tests"]), [t["feedback"] for t in result["tests"]][:3]
+    assert leftovers() == []
+
+
+def test_student_cannot_read_the_tests_or_the_reference(tmp_path):
+    path = tmp_path / "snoop.py"
+    path.write_text(CORRECT + """
+import glob, os
+_site = glob.glob("/opt/venv/lib/python3*/site-packages")[0]
+if "exercise" not in os.listdir(_site):
+    raise RuntimeError("the exercise package is not where this test looks")
+for _path in [os.path.join(_site, "exercise", "causal_self_attention", "reference.py"),
+              os.path.join(_site, "exercise", "causal_self_attention", "tests", "test_03_matches_mha.py")]:
+    try:
+        open(_path).read()
+    except PermissionError:
+        continue
+    raise RuntimeError(f"readable: {_path}")
+""")
+    graded = grade(path, "--sandbox", "docker")
+    assert graded.result["status"] == "graded", graded.result["message"]
+    assert graded.result["score"] == 100
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "grader", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_unreachable_engine_is_a_one_line_error():
+    proc = _cli(EXAMPLES / "correct.py", "--sandbox", "docker", env={"DOCKER_HOST": "unix:///tmp/no-such-docker.sock"})
+    assert proc.returncode == 1
+    assert len(proc.stderr.strip().splitlines()) == 1 and "scripts/docker-engine" in proc.stderr
+
+
+def test_missing_image_is_a_one_line_error():
+    proc = _cli(EXAMPLES / "correct.py", "--sandbox", "docker", env={"GRADER_IMAGE": "attention-grader:no-such-tag"})
+    assert proc.returncode == 1
+    assert len(proc.stderr.strip().splitlines()) == 1 and "scripts/build-images" in proc.stderr
+
+
+def test_ctrl_c_removes_the_container(tmp_path):
+    path = tmp_path / "slow.py"
+    path.write_text(in_forward("while True:\n    pass"))
+    proc = subprocess.Popen([sys.executable, "-m", "grader", str(path), "--sandbox", "docker"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert leftovers(), "the grade never started a container"
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    assert leftovers() == []
