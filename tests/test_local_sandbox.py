@@ -2,6 +2,8 @@
 import socket
 import subprocess
 import threading
+import time
+import uuid
 
 from tests.conftest import SUBMISSIONS, grade
 
@@ -54,16 +56,19 @@ def test_memory_bomb_is_stopped_by_the_memory_limit(tmp_path):
 
 
 def test_no_process_of_the_grade_outlives_it(tmp_path):
+    # The daemon execs `sleep` with a unique duration, so its command line finds it afterwards.
+    token = f"600.{uuid.uuid4().int % 10**9}"
     path = tmp_path / "daemon.py"
-    path.write_text(CORRECT + """
-import os, time
+    path.write_text(CORRECT + f"""
+import os
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        time.sleep(600)
+        os.execvp("sleep", ["sleep", "{token}"])
     os._exit(0)
 """)
-    grade(path)
-    leftovers = subprocess.run(["pgrep", "-f", "sandbox.zygote|sandbox.harness"], capture_output=True, text=True)
-    # A forked worker keeps the zygote's command line, so this also finds the student's daemon.
-    assert leftovers.stdout.strip() == ""
+    graded = grade(path)
+    assert graded.result["status"] == "graded"
+    time.sleep(0.5)
+    survivors = subprocess.run(["pgrep", "-f", f"sleep {token}"], capture_output=True, text=True)
+    assert survivors.stdout.strip() == ""
