@@ -25,10 +25,26 @@ def build(result: GradeResult) -> RichGroup:
         parts += [Text.assemble(("GRADER ERROR ", "bold magenta"), result.message),
                   Text("No score was recorded: this is a fault of the grader, not of your code.")]
     else:
-        parts += [_table(result), *_failures(result)]
+        parts += [*_diagnosis(result), _table(result), *_failures(result)]
     if result.notes:
         parts.append(Text("Sandbox notes: " + "; ".join(result.notes), style="dim"))
     return RichGroup(*parts)
+
+
+def _diagnosis(result: GradeResult) -> list:
+    """One short paragraph per diagnosed bug, before the table: the part a student reads first."""
+    parts: list = []
+    for bug in result.bugs:
+        name = bug.id + (f" ({bug.variant})" if bug.variant else "")
+        kind = "Advice" if bug.advice else "Bug"
+        body = Text.assemble((f"{kind}: {bug.title}", "bold yellow" if bug.advice else "bold red"),
+                             (f"  [{name}]\n", "dim"), f"{bug.explanation}\n", ("Fix: ", "bold"), bug.fix)
+        if bug.evidence:
+            body.append(f"\nSeen here: {bug.evidence}", style="dim")
+        parts.append(body)
+    if result.diagnosis:
+        parts.append(Text.assemble(("No known mistake matches: ", "bold"), result.diagnosis))
+    return parts + [Text("")] if parts else []
 
 
 def _table(result: GradeResult) -> Table:

@@ -29,9 +29,13 @@ class Bug:
     explanation: str
     fix: str
     variant: str | None = None
+    evidence: str = ""          # what this submission did that shows it
+    advice: bool = False        # worth no points unless an instructor weights it
+    affects: tuple[str, ...] = ()  # the test groups whose points it costs
 
     def to_dict(self) -> dict:
-        d = {"id": self.id, "title": self.title, "explanation": self.explanation, "fix": self.fix}
+        d = {"id": self.id, "title": self.title, "explanation": self.explanation, "fix": self.fix,
+             "evidence": self.evidence, "advice": self.advice}
         if self.variant:
             d["variant"] = self.variant
         return d
@@ -78,6 +82,7 @@ class GradeResult:
     tests: tuple[TestResult, ...] = ()
     bugs: tuple[Bug, ...] = ()
     message: str = ""            # why it was rejected, or what failed
+    diagnosis: str = ""          # the output is wrong and no known mistake explains it: where
     notes: tuple[str, ...] = ()  # sandbox notes (limits not enforced, ...)
     printed: str = ""            # the start of what the student's code printed
     duration_s: float = 0.0
@@ -103,6 +108,7 @@ class GradeResult:
             "bugs": [b.to_dict() for b in self.bugs],
             "feedback": self.feedback,
             "message": self.message,
+            "diagnosis": self.diagnosis,
             "notes": list(self.notes),
             "duration_s": round(self.duration_s, 3),
             "environment": self.environment,

@@ -1,7 +1,9 @@
 """Turning the harness's raw report into a typed GradeResult. The report is parsed here, once."""
 from __future__ import annotations
 
-from grader.result import GradeResult, Status, TestResult, TestStatus
+import dataclasses
+
+from grader.result import Bug, GradeResult, Status, TestResult, TestStatus
 from grader.submission import Submission
 
 
@@ -24,7 +26,8 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     if status != "graded":
         return GradeResult(status=Status.ERROR, score=None, max_score=_max_score(exercise),
                            message=f"the grader failed: {report.get('error', 'no report')}", **base)
-    tests = tuple(_test(raw) for raw in report.get("tests") or ())
+    bugs = tuple(_bug(raw) for raw in report.get("bugs") or ())
+    tests = tuple(_with_bugs(_test(raw), bugs) for raw in report.get("tests") or ())
     if not tests:
         raise ReportError("the report lists no tests")
     max_score = sum(t.max_score for t in tests)
@@ -34,7 +37,8 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
                            message=f"the grader failed in {internal[0].get('id')}: "
                                    f"{internal[0].get('feedback')}", **base)
     score = sum(t.score for t in tests)
-    return GradeResult(status=Status.GRADED, score=score, max_score=max_score, tests=tests,
+    return GradeResult(status=Status.GRADED, score=score, max_score=max_score, tests=tests, bugs=bugs,
+                       diagnosis=str(report.get("diagnosis_note") or ""),
                        printed=str(report.get("printed") or ""), **base)
 
 
@@ -71,6 +75,25 @@ REJECTIONS = {
     "bad_forward_signature": "forward must accept ({forward_needed}) and ({forward_full}); "
                              "yours is {signature}{at}",
 }
+
+
+def _bug(raw: dict) -> Bug:
+    try:
+        return Bug(id=str(raw["id"]), title=str(raw["title"]), explanation=str(raw["explanation"]),
+                   fix=str(raw["fix"]), variant=raw.get("variant") or None,
+                   evidence=str(raw.get("evidence") or ""), advice=bool(raw.get("advice")),
+                   affects=tuple(str(a) for a in raw.get("affects") or ()))
+    except (KeyError, TypeError) as err:
+        raise ReportError(f"malformed bug entry {raw!r:.200}: {err}") from err
+
+
+def _with_bugs(test: TestResult, bugs: tuple[Bug, ...]) -> TestResult:
+    """A failed test carries the diagnosed bugs that cost points in its group."""
+    if test.status is TestStatus.PASSED:
+        return test
+    function = test.group.rsplit("::", 1)[-1]
+    ids = list(test.bugs) + [b.id for b in bugs if function in b.affects and b.id not in test.bugs]
+    return dataclasses.replace(test, bugs=tuple(ids))
 
 
 def rejection_message(rejection: dict, entry, submission: Submission) -> str:

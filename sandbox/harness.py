@@ -8,6 +8,7 @@ pytest. The report goes to REPORT_FD, a pipe the student's process never holds.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -19,6 +20,11 @@ from sandbox.proxy import Student, Zygote
 from sandbox.source import LineMap
 
 REPORT_SCHEMA = 1
+
+
+class HarnessFault(Exception):
+    """The test suite itself could not run: a grader fault, reported as status error."""
+
 REPORT_MARGIN_S = 5.0
 # The zygote and its workers, threads included: torch's pools plus what the student may add.
 ZYGOTE_PIDS = 128
@@ -39,9 +45,10 @@ def run(job: dict) -> dict:
     line_map = LineMap.from_list(job.get("line_map"))
     # Stop calling the student's code early enough to report within the wall-clock limit.
     deadline = started + limits.wall_s - min(REPORT_MARGIN_S, limits.wall_s / 4)
+    source_lines = _read_lines(job["submission"])
     student = Student(zygote, path=job["submission"], entry=ex.entry, limits=limits, deadline=deadline,
-                      scratch=job.get("scratch"),
-                      locate=line_map.describe(_read_lines(job["submission"])))
+                      scratch=job.get("scratch"), locate=line_map.describe(source_lines),
+                      source_lines=source_lines)
     report = {"schema": REPORT_SCHEMA, "exercise": ex.name, "exercise_version": ex.version,
               "environment": _environment(), "notes": list(zygote.notes)}
     try:
@@ -51,7 +58,8 @@ def run(job: dict) -> dict:
             report.update(status="rejected", rejection={"reason": loaded.reason, **loaded.detail})
             return report
         report["status"] = "graded"
-        report["tests"] = _run_pytest(ex.tests_dir, student)
+        report["tests"], findings = _run_pytest(ex.tests_dir, student)
+        report["bugs"], report["diagnosis_note"] = findings.bugs, findings.note
         report["printed"] = student.printed()
         report["restarts"] = student.restarts
     finally:
@@ -61,7 +69,7 @@ def run(job: dict) -> dict:
     return report
 
 
-def _run_pytest(tests_dir, student: Student) -> list[dict]:
+def _run_pytest(tests_dir, student: Student):
     import pytest
     from pytest_jsonreport.plugin import JSONReport
 
@@ -73,13 +81,15 @@ def _run_pytest(tests_dir, student: Student) -> list[dict]:
             "-W", "ignore::DeprecationWarning", "--assert=plain",
             # these two plugins end the session with a full gc.collect(): 0.2 s of nothing here
             "-p", "no:unraisableexception", "-p", "no:threadexception"]
-    with open(os.devnull, "w") as sink:
-        stdout = sys.stdout
-        sys.stdout = sink  # pytest's own progress output is of no use to anyone here
-        try:
-            pytest.main(args, plugins=[json_plugin, harness_plugin])
-        finally:
-            sys.stdout = stdout
+    output = io.StringIO()
+    stdout, sys.stdout = sys.stdout, output  # pytest's progress lines; kept only to explain a fault
+    try:
+        code = pytest.main(args, plugins=[json_plugin, harness_plugin])
+    finally:
+        sys.stdout = stdout
+    if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED,
+                pytest.ExitCode.INTERRUPTED):
+        raise HarnessFault(f"pytest ended with {code.name}: {output.getvalue()[-3000:]}")
     tests = []
     for entry in (json_plugin.report or {}).get("tests", []):
         grade = (entry.get("metadata") or {}).get("grade")
@@ -90,7 +100,7 @@ def _run_pytest(tests_dir, student: Student) -> list[dict]:
         tests.append({"id": entry["nodeid"], **grade,
                       "duration_s": sum((entry.get(s) or {}).get("duration", 0.0)
                                         for s in ("setup", "call", "teardown"))})
-    return tests
+    return tests, harness_plugin.collected
 
 
 def _read_lines(path: str) -> list[str]:

@@ -109,10 +109,7 @@ class Zygote:
         resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
         command = {"op": "spawn", "path": path, "cwd": cwd, "limits": limits.to_dict(),
-                   "processes_capped": self.cgroup is not None,
-                   "entry": {"class_name": entry.class_name, "init_args": entry.init_args,
-                             "forward_args": entry.forward_args,
-                             "forward_required": entry.forward_required}}
+                   "processes_capped": self.cgroup is not None, "entry": entry.to_dict()}
         try:
             with self.lock:
                 socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w])
@@ -242,10 +239,12 @@ class Student:
     """The submission as the tests see it: fresh workers on demand, every call bounded in time."""
 
     def __init__(self, zygote: Zygote, *, path: str, entry: EntrySpec, limits: Limits,
-                 deadline: float, scratch: str | None = None, locate=None):
+                 deadline: float, scratch: str | None = None, locate=None,
+                 source_lines: list[str] | None = None):
         self.zygote, self.path, self.entry, self.limits = zygote, path, entry, limits
         self.scratch = scratch or os.path.dirname(path)  # the worker's working folder
         self.locate = locate or (lambda line: f"line {line}")
+        self.source_lines = source_lines or []  # the submission's text, for pointing at lines
         self.deadline = deadline  # time.monotonic() by which the harness must be writing its report
         self.worker: _WorkerProcess | None = None
         self.budget_left = limits.tests_s
@@ -367,6 +366,11 @@ class Student:
         return self.worker.output.text() if self.worker else ""
 
     # -- module API --------------------------------------------------------------------------
+    def calls_to_watched(self) -> dict:
+        """How often the worker saw the exercise's watched functions called (see EntrySpec.watch)."""
+        calls = self.request("stats").get("calls")
+        return {str(k): int(v) for k, v in calls.items()} if isinstance(calls, dict) else {}
+
     def new(self, *args, dtype: str = "float64", seed: int = 0, train: bool = False) -> "RemoteModule":
         info = self.request("new", args=list(args), dtype=dtype, seed=seed, train=train)
         return RemoteModule(self, info, dtype)
@@ -395,12 +399,17 @@ class RemoteModule:
     def __call__(self, *args):
         return _tensor(self._request("call", args=list(args)).get("out"), "forward")
 
-    def map(self, calls: list) -> list:
+    def map(self, calls: list, *, sdpa_backend: str | None = None) -> list:
         """forward(*args) for each argument tuple, in one round trip to the worker."""
-        outs = self._request("call_many", calls=[list(args) for args in calls]).get("outs")
+        outs = self._request("call_many", calls=[list(args) for args in calls],
+                             sdpa_backend=sdpa_backend).get("outs")
         if not isinstance(outs, list) or len(outs) != len(calls):
             raise WorkerFailure("protocol", "the worker's answer to a batch of forward calls was malformed")
         return [_tensor(out, "forward") for out in outs]
+
+    def shape_on(self, device: str, *args) -> list:
+        """The output's shape when the module and its inputs live on `device` (e.g. 'meta')."""
+        return list(self._request("shape_on", device=device, args=list(args)).get("shape") or [])
 
     def vjp(self, *args, cotangents):
         """Gradients of the output, contracted with each cotangent, with respect to args[0]."""

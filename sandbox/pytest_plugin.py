@@ -25,11 +25,23 @@ class Verdict:
         return "error", f"internal grader error: {type(err).__name__}: {err}", True
 
 
+class Findings:
+    """What an exercise's diagnosis found, carried into the report as plain data."""
+
+    def __init__(self):
+        self.bugs: list[dict] = []
+        self.note: str | None = None
+
+    def add(self, bug: dict) -> None:
+        self.bugs.append(bug)
+
+
 class HarnessPlugin:
     """Gives the tests their `student` fixture and records each test's points and verdict."""
 
     def __init__(self, student: Student):
         self._student = student
+        self.collected = Findings()  # not `findings`: that name is the fixture below
 
     def pytest_configure(self, config):
         config.addinivalue_line("markers", "points(n): the points a test group is worth, shared by its cases")
@@ -37,6 +49,10 @@ class HarnessPlugin:
     @pytest.fixture(scope="session")
     def student(self) -> Student:
         return self._student
+
+    @pytest.fixture(scope="session")
+    def findings(self) -> "Findings":
+        return self.collected
 
     def pytest_collection_modifyitems(self, items):
         counts: dict[str, int] = {}

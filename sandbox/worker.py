@@ -27,11 +27,17 @@ class EntrySpec:
     init_args: tuple[str, ...]
     forward_args: tuple[str, ...]
     forward_required: int
+    watch: tuple[str, ...] = ()   # dotted functions whose calls the worker counts
 
     @classmethod
     def from_dict(cls, d: dict) -> "EntrySpec":
         return cls(d["class_name"], tuple(d["init_args"]), tuple(d["forward_args"]),
-                   int(d["forward_required"]))
+                   int(d["forward_required"]), tuple(d.get("watch", ())))
+
+    def to_dict(self) -> dict:
+        return {"class_name": self.class_name, "init_args": list(self.init_args),
+                "forward_args": list(self.forward_args), "forward_required": self.forward_required,
+                "watch": list(self.watch)}
 
 
 def _text(value: object) -> str:
@@ -61,10 +67,12 @@ class Worker:
         self.spec = spec
         self.cls = None
         self.modules: dict[int, object] = {}
+        self.calls: dict[str, int] = {}
 
     # -- loading -----------------------------------------------------------------------------
     def load(self) -> dict:
         """Import the submission and check the entry class; the answer is the 'ready' message."""
+        self._watch(self.spec.watch)
         spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[SUBMISSION_MODULE] = module
@@ -88,6 +96,19 @@ class Worker:
                     "line": _definition_line(cls, problem[2])}
         self.cls = cls
         return {"ok": True}
+
+    def _watch(self, paths) -> None:
+        """Count calls to these functions (an answer the student could fake only against itself)."""
+        for path in paths:
+            module_name, attr = path.rsplit(".", 1)
+            module = importlib.import_module(module_name)
+            original = getattr(module, attr)
+            self.calls[path] = 0
+
+            def counted(*args, _original=original, _path=path, **kwargs):
+                self.calls[_path] += 1
+                return _original(*args, **kwargs)
+            setattr(module, attr, counted)
 
     def _signature_problem(self, cls):
         init_args = [object()] * len(self.spec.init_args)
@@ -154,11 +175,27 @@ class Worker:
         return {"out": _as_output(out)}
 
     def op_call_many(self, request: dict) -> dict:
-        """Several forward calls in one round trip; the first exception ends them all."""
+        """Several forward calls in one round trip; the first exception ends them all.
+        `sdpa_backend: "math"` runs them with PyTorch's reference attention kernel forced."""
+        import contextlib
+
         import torch
         module = self._module(request)
-        with torch.enable_grad():
+        context = contextlib.nullcontext()
+        if request.get("sdpa_backend") == "math":
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            context = sdpa_kernel(SDPBackend.MATH)
+        with torch.enable_grad(), context:
             return {"outs": [_as_output(module(*args)) for args in request["calls"]]}
+
+    def op_shape_on(self, request: dict) -> dict:
+        """Move the module and the arguments to a device (e.g. 'meta') and run forward there."""
+        module = self._module(request).to(request["device"])
+        args = [a.to(request["device"]) if hasattr(a, "to") else a for a in request["args"]]
+        return {"shape": list(_as_output(module(*args)).shape)}
+
+    def op_stats(self, request: dict) -> dict:
+        return {"calls": dict(self.calls)}
 
     def op_vjp(self, request: dict) -> dict:
         """Vector-Jacobian products of the output with respect to the first argument."""

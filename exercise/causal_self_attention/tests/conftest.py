@@ -60,3 +60,23 @@ def finite_difference_jvps(module, x: torch.Tensor, mask, directions: list, eps:
     the harness's own check of gradients that come from the student's process."""
     outs = module.map([(x + sign * eps * u, mask) for u in directions for sign in (1, -1)])
     return [(plus - minus) / (2 * eps) for plus, minus in zip(outs[::2], outs[1::2])]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def diagnosis(student, findings):
+    """Which known mistakes explain this submission (see diagnosis.py), reported once per grade."""
+    from exercise.causal_self_attention.diagnosis import diagnose
+    found = diagnose(student, student.source_lines, student.locate)
+    for finding in found.findings:
+        findings.add(finding.to_report())
+    findings.note = found.unexplained
+    return found
+
+
+@pytest.fixture
+def written_by_hand(diagnosis) -> None:
+    """The comparison tests give no points to a layer that delegates to nn.MultiheadAttention."""
+    if "uses_forbidden_builtin" in diagnosis.ids():
+        evidence = next(f.evidence for f in diagnosis.findings if f.id == "uses_forbidden_builtin")
+        pytest.fail("no points: your layer delegates to nn.MultiheadAttention / "
+                    f"F.multi_head_attention_forward ({evidence}); the exercise is to write attention yourself")

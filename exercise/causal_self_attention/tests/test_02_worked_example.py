@@ -9,7 +9,7 @@ from exercise.causal_self_attention.reference import random_weights
 @pytest.mark.points(10)
 @pytest.mark.parametrize("dim,n_heads,T,dtype", [(24, 4, 3, "float64"), (12, 3, 5, "float32")],
                          ids=["dim24-h4-T3-float64", "dim12-h3-T5-float32"])
-def test_equal_scores_average_the_past(student, dim, n_heads, T, dtype):
+def test_equal_scores_average_the_past(student, written_by_hand, dim, n_heads, T, dtype):
     """With q = 0 every score is equal: position t outputs proj(mean of v over keys 0..t)"""
     weights = random_weights(dim, seed=21)
     weights["qkv.weight"][:dim] = 0          # q rows: every query is zero, so every score is 0

@@ -10,7 +10,7 @@ SHAPES = [(8, 1), (8, 2), (12, 3), (24, 4), (32, 8)]
 @pytest.mark.points(30)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("dim,n_heads", SHAPES, ids=[f"dim{d}-h{h}" for d, h in SHAPES])
-def test_matches_multihead_attention(student, dim, n_heads, dtype):
+def test_matches_multihead_attention(student, written_by_hand, dim, n_heads, dtype):
     """Same output as nn.MultiheadAttention with your weights copied in"""
     module, weights = new_module(student, dim, n_heads, dtype=dtype, seed=dim + n_heads)
     inputs = [random_input(B, T, dim, seed=100 * T + B, dtype=dtype) for T in (1, 2, 7, 40) for B in (1, 3)]

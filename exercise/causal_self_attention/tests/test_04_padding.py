@@ -10,7 +10,7 @@ CASES = [(8, 2, "float32"), (24, 4, "float64"), (12, 3, "float32"), (32, 8, "flo
 
 @pytest.mark.points(12)
 @pytest.mark.parametrize("dim,n_heads,dtype", CASES, ids=[f"dim{d}-h{h}-{t}" for d, h, t in CASES])
-def test_padding_matches_multihead_attention(student, dim, n_heads, dtype):
+def test_padding_matches_multihead_attention(student, written_by_hand, dim, n_heads, dtype):
     """With right padding, every position matches nn.MultiheadAttention"""
     module, weights = new_module(student, dim, n_heads, dtype=dtype, seed=3 * dim)
     cases = [(random_input(len(lengths), T, dim, seed=T + sum(lengths), dtype=dtype),

@@ -1,0 +1,110 @@
+"""The reference again, written out by hand with each known mistake as a switch.
+
+`attention(weights, n_heads, x, mask, mistakes)` computes what a module with exactly those mistakes
+outputs (float64). The diagnosis compares a student's output with it, for single mistakes and pairs:
+the one that matches to float tolerance names the bug, whatever the code looked like.
+
+A mistake is (bug id, variant). Rows with no key left to attend to come out as NaN (masked_fill and
+softmax) or, with `empty_rows_zero`, as zero attention (what F.scaled_dot_product_attention gives).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+Mistake = tuple[str, str]
+
+# Each slot holds mutually exclusive variants; a pair of mistakes takes two different slots.
+SLOTS: dict[str, list[Mistake]] = {
+    "causal": [("no_causal_mask", "missing"), ("causal_mask_off_by_one", "excludes_self"),
+               ("causal_mask_off_by_one", "includes_next"), ("mask_after_softmax", "zeroed_after")],
+    "fill": [("mask_fill_not_neg_inf", "zero"), ("mask_fill_not_neg_inf", "causal_zero")],
+    "scale": [("wrong_scale", "sqrt_dim"), ("wrong_scale", "none"), ("wrong_scale", "multiplied"),
+              ("wrong_scale", "head_dim_not_sqrt"), ("wrong_scale", "after_softmax")],
+    "qkv": [("qkv_order", "k_q_v"), ("qkv_order", "q_v_k"), ("qkv_order", "v_k_q"),
+            ("qkv_order", "k_v_q"), ("qkv_order", "v_q_k"), ("qkv_order", "interleaved_per_head")],
+    "split": [("wrong_head_split", "no_transpose"), ("wrong_head_split", "strided"),
+              ("wrong_head_split", "strided_merged_contiguous")],
+    "merge": [("wrong_head_merge", "no_transpose"), ("wrong_head_merge", "hd_major")],
+    "softmax": [("softmax_wrong_dim", "queries"), ("softmax_wrong_dim", "heads")],
+    "padding": [("padding_ignored", "ignored"), ("padding_inverted", "inverted"),
+                ("padding_on_queries", "queries")],
+    "proj": [("missing_output_projection", "missing")],
+}
+SINGLES: list[Mistake] = [m for variants in SLOTS.values() for m in variants]
+PAIRS: list[tuple[Mistake, Mistake]] = [
+    (a, b) for (slot_a, va), (slot_b, vb) in itertools.combinations(SLOTS.items(), 2)
+    for a in va for b in vb]
+PADDING_ONLY = {m for m in SLOTS["padding"]}  # invisible without a mask
+
+
+def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor | None,
+              mistakes=(), *, empty_rows_zero: bool = False) -> torch.Tensor:
+    """Output (B, T, dim) in float64 of attention with these mistakes."""
+    on = dict(mistakes)
+    x = x.double()
+    B, T, C = x.shape
+    H, hd = n_heads, C // n_heads
+    qkv = x @ weights["qkv.weight"].T + weights["qkv.bias"]                      # (B, T, 3C)
+    order = on.get("qkv_order")
+    if order == "interleaved_per_head":
+        grouped = qkv.reshape(B, T, H, 3, hd)
+        q, k, v = (grouped[..., i, :].reshape(B, T, C) for i in range(3))
+    else:
+        blocks = dict(zip("qkv", qkv.split(C, dim=-1)))
+        names = order.split("_") if order else ["q", "k", "v"]
+        q, k, v = (blocks[n] for n in names)
+
+    split = on.get("wrong_head_split")
+
+    def heads(t):                                                                 # -> (B, H, T, hd)
+        if split == "no_transpose":
+            return t.reshape(B, H, T, hd)
+        if split in ("strided", "strided_merged_contiguous"):
+            return t.reshape(B, T, hd, H).permute(0, 3, 1, 2)
+        return t.reshape(B, T, H, hd).transpose(1, 2)
+
+    q, k, v = heads(q), heads(k), heads(v)
+    s = q @ k.transpose(-2, -1)                                                   # (B, H, T, T)
+    scale = on.get("wrong_scale")
+    s = {"sqrt_dim": s / math.sqrt(C), "none": s, "after_softmax": s, "multiplied": s * math.sqrt(hd),
+         "head_dim_not_sqrt": s / hd}.get(scale, s / math.sqrt(hd))
+
+    causal = on.get("no_causal_mask") or on.get("causal_mask_off_by_one")
+    ones = torch.ones(T, T, dtype=torch.bool)
+    allowed = {"missing": ones, "excludes_self": ones.tril(-1), "includes_next": ones.tril(1)}.get(
+        causal, ones.tril())[None, None]                                          # (1, 1, T, T)
+    if on.get("mask_fill_not_neg_inf") == "causal_zero":  # future scores zeroed, padding done right
+        s = s.masked_fill(~allowed, 0.0)
+        allowed = torch.ones_like(allowed)
+    if mask is not None:
+        if "padding_inverted" in on:
+            allowed = allowed & ~mask[:, None, None, :]
+        elif "padding_on_queries" in on:
+            allowed = allowed & mask[:, None, :, None]
+        elif "padding_ignored" not in on:
+            allowed = allowed & mask[:, None, None, :]
+    dim = {"queries": -2, "heads": 1}.get(on.get("softmax_wrong_dim"), -1)
+    if "mask_after_softmax" in on:
+        w = s.softmax(dim).masked_fill(~allowed, 0.0)
+    elif on.get("mask_fill_not_neg_inf") == "zero":
+        w = s.masked_fill(~allowed, 0.0).softmax(dim)
+    else:
+        w = s.masked_fill(~allowed, float("-inf")).softmax(dim)
+        if empty_rows_zero:
+            w = torch.where(allowed.any(-1, keepdim=True), w, torch.zeros(()))
+    if scale == "after_softmax":
+        w = w / math.sqrt(hd)
+    o = w @ v                                                                     # (B, H, T, hd)
+    merge = on.get("wrong_head_merge") or ("hd_major" if split == "strided" else None)
+    if merge == "no_transpose":
+        o = o.reshape(B, T, C)
+    elif merge == "hd_major":
+        o = o.permute(0, 2, 3, 1).reshape(B, T, C)
+    else:
+        o = o.transpose(1, 2).reshape(B, T, C)
+    if "missing_output_projection" in on:
+        return o
+    return o @ weights["proj.weight"].T + weights["proj.bias"]

@@ -1,0 +1,62 @@
+"""The diagnosis names each mistake by its behaviour: every realization in the corpus gets exactly its
+own id, two-bug files get both, correct files get none, and an unknown mistake gets an honest note."""
+import pytest
+
+from tests.conftest import SUBMISSIONS, grade
+
+BUGGY = sorted((SUBMISSIONS / "buggy").glob("*.py"))
+
+
+def declared(path) -> set[str]:
+    first = path.read_text().splitlines()[0]
+    return {i.strip() for i in first.removeprefix("# bug:").split(",") if i.strip() not in ("", "trivial")}
+
+
+def test_every_catalog_id_has_two_realizations():
+    from exercise.causal_self_attention.catalog import CATALOG
+    counts = {bug_id: sum(bug_id in declared(p) for p in BUGGY if not p.name.startswith("pair__"))
+              for bug_id in CATALOG}
+    assert {k: v for k, v in counts.items() if v < 2} == {}
+    assert sum(p.name.startswith("pair__") for p in BUGGY) >= 3
+
+
+@pytest.mark.parametrize("path", BUGGY, ids=[p.name for p in BUGGY])
+def test_realization_is_diagnosed_exactly(grade_cached, path):
+    result = grade_cached(path).result
+    assert result["status"] == "graded"
+    assert {b["id"] for b in result["bugs"]} == declared(path)
+    for bug in result["bugs"]:
+        assert bug["title"] and bug["explanation"] and bug["fix"] and bug["evidence"]
+
+
+def test_bugs_reach_the_affected_tests_and_the_top_of_the_feedback(grade_cached):
+    graded = grade_cached(SUBMISSIONS / "buggy" / "mask_after_softmax__masked_fill_zero.py")
+    tagged = [t for t in graded.result["tests"] if "mask_after_softmax" in t["bugs"]]
+    assert tagged and all(t["status"] != "passed" for t in tagged)
+    assert any("test_matches_multihead_attention" in t["group"] for t in tagged)
+    top = graded.terminal.split("Test group")[0]
+    assert "Bug: The causal mask is applied after the softmax" in top and "Fix:" in top
+
+
+def test_advice_costs_no_points(grade_cached):
+    result = grade_cached(SUBMISSIONS / "buggy" / "mask_device_mismatch__ones_tril.py").result
+    assert result["score"] == 100
+    assert [b["id"] for b in result["bugs"]] == ["mask_device_mismatch"] and result["bugs"][0]["advice"]
+
+
+def test_forbidden_builtin_gets_no_points_for_the_comparison_tests(grade_cached):
+    result = grade_cached(SUBMISSIONS / "buggy" / "uses_forbidden_builtin__mha_inside.py").result
+    for test in result["tests"]:
+        if any(g in test["group"] for g in ("test_matches_multihead", "test_padding_matches", "test_equal_scores")):
+            assert test["score"] == 0 and "nn.MultiheadAttention" in test["feedback"]
+    assert result["score"] <= 48
+
+
+def test_unknown_mistake_gets_an_honest_note_and_no_guess(tmp_path):
+    source = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
+    path = tmp_path / "odd.py"
+    path.write_text(source.replace("return self.proj(", "return 1.5 * self.proj("))
+    result = grade(path).result
+    assert result["bugs"] == []
+    assert "no mistake in the catalog" in result["diagnosis"]
+    assert "positions" in result["diagnosis"]
