@@ -159,12 +159,17 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _match_evidence(combo, outs, weights, cases) -> str:
     names = " and ".join(f"{i} ({v})" for i, v in combo)
-    correct = reference.attention(weights, HEADS, cases[0].x, cases[0].mask)
-    b, t = _worst(outs[0], correct)
-    got = outs[0][b, t, :3].tolist()
-    want = correct[b, t, :3].tolist()
+    # Show the probe where the output is furthest from the correct layer's.
+    gaps = []
+    for out, probe in zip(outs, cases):
+        correct = reference.attention(weights, HEADS, probe.x, probe.mask)
+        b, t = _worst(out, correct)
+        gap = (out[b, t].double() - correct[b, t]).abs().nan_to_num(nan=float("inf")).max().item()
+        gaps.append((gap, probe.label, b, t, out, correct))
+    _, label, b, t, out, correct = max(gaps, key=lambda g: g[0])
     return (f"your output equals the reference with {names} on every probe (no mask, padding, all-True mask), "
-            f"to 1e-9; e.g. out[{b}, {t}, :3] = {_fmt(got)} where the correct layer gives {_fmt(want)}")
+            f"to 1e-9; e.g. with {label}, out[{b}, {t}, :3] = {_fmt(out[b, t, :3].tolist())} where the "
+            f"correct layer gives {_fmt(correct[b, t, :3].tolist())}")
 
 
 def _worst(got: torch.Tensor, want: torch.Tensor) -> tuple[int, int]:
