@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 import exercise as exercises
 import sandbox.backend as backends
@@ -72,7 +73,7 @@ def grade_one(submission: Path, json_out: str | None, sandbox: str, exercise_nam
     except SandboxFailure as failure:
         result = grading.error_result(submission, failure.message, exercise=exercise_name, sandbox=sandbox)
         if failure.log and not quiet:
-            console.print(f"[dim]{failure.log[-2000:]}[/dim]", markup=True)
+            console.print(Text(failure.log[-2000:], style="dim"))
         code = EXIT_GRADER_FAILED
     if not quiet:
         console.print(render.build(result))

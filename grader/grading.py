@@ -30,7 +30,7 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
         result = GradeResult(exercise=ex.name, submission_name=path.name, submission_sha256=digest,
                              status=Status.REJECTED, score=0.0, max_score=ex.max_score,
                              message=rejected.message, duration_s=time.monotonic() - started,
-                             environment={"grader": __version__, "sandbox": sandbox})
+                             environment=host_environment(sandbox))
         return _with_feedback(result)
     run = backend.run(backends.Job(exercise=ex.name, source=sub.script, limits=limits,
                                    line_map=sub.line_map.to_list()))
@@ -49,8 +49,20 @@ def error_result(path: Path, message: str, *, exercise: str, sandbox: str) -> Gr
     result = GradeResult(exercise=exercise, submission_name=path.name,
                          submission_sha256=_sha256_or_empty(path), status=Status.ERROR, score=None,
                          max_score=exercises.get(exercise).max_score, message=message,
-                         environment={"grader": __version__, "sandbox": sandbox})
+                         environment=host_environment(sandbox))
     return _with_feedback(result)
+
+
+def host_environment(sandbox: str) -> dict:
+    """The environment block when no sandbox report exists: this machine's versions."""
+    import platform
+    from importlib import metadata
+    try:
+        torch_version = metadata.version("torch").split("+")[0]
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    return {"grader": __version__, "python": platform.python_version(), "torch": torch_version,
+            "sandbox": sandbox}
 
 
 def _with_feedback(result: GradeResult) -> GradeResult:

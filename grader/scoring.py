@@ -31,6 +31,8 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     if not tests:
         raise ReportError("the report lists no tests")
     max_score = sum(t.max_score for t in tests)
+    if abs(max_score - exercise.max_score) > 1e-6:  # a report that is not the exercise's whole suite
+        raise ReportError(f"the tests add up to {max_score:g} points, the exercise to {exercise.max_score:g}")
     internal = [raw for raw in report["tests"] if raw.get("internal")]
     if internal:
         return GradeResult(status=Status.ERROR, score=None, max_score=max_score, tests=tests,

@@ -76,6 +76,9 @@ def check_compiles(script: bytes, line_map: LineMap) -> None:
                                  line=line, where=where) from err
     except ValueError as err:  # "source code string cannot contain null bytes" (Python 3.11)
         raise SubmissionRejected("undecodable", f"Python cannot read the file: {err}") from err
+    except (MemoryError, RecursionError) as err:  # CPython's parser gives up on absurd nesting
+        raise SubmissionRejected("too_complex", f"Python's parser gives up on this file "
+                                 f"({type(err).__name__}): is an expression nested thousands deep?") from err
 
 
 def notebook_script(data: bytes) -> tuple[bytes, LineMap]:
@@ -85,27 +88,63 @@ def notebook_script(data: bytes) -> tuple[bytes, LineMap]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # nbformat warns about old notebooks it still reads
             notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
-    except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as err:
-        raise SubmissionRejected("bad_notebook", f"this is not a readable Jupyter notebook: {err}") from err
+    except Exception as err:  # nbformat raises its own validation errors besides the usual ones
+        raise SubmissionRejected("bad_notebook", f"this is not a readable Jupyter notebook: "
+                                 f"{type(err).__name__}: {str(err)[:300]}") from err
     lines: list[str] = []
     spans: list[CellSpan] = []
     code_cell = 0
     for cell in notebook.cells:
-        if cell.get("cell_type") != "code":
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         code_cell += 1
         source = cell.get("source", "")
-        if source.lstrip().startswith("%%"):
-            continue  # a cell magic: the whole cell belongs to IPython
-        cell_lines = [_strip_ipython(line) for line in source.splitlines()]
+        source = "".join(source) if isinstance(source, list) else source
+        if not isinstance(source, str):
+            raise SubmissionRejected("bad_notebook", f"code cell {code_cell} has no readable source")
+        cell_lines = _python_lines(source)
+        if cell_lines is None:
+            continue  # a cell magic whose body is not Python (%%bash, %%writefile, ...)
         spans.append(CellSpan(len(lines) + 1, len(cell_lines), code_cell))
         lines.extend(cell_lines)
         lines.append("")
     return "\n".join(lines).encode(), LineMap(tuple(spans))
 
 
-def _strip_ipython(line: str) -> str:
-    """A magic (%...) or shell (!...) line becomes `pass` at its indentation, so blocks stay
-    valid and line numbers still match."""
-    stripped = line.lstrip()
-    return line[:len(line) - len(stripped)] + "pass" if stripped.startswith(("%", "!")) else line
+PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun"}  # their body runs as Python
+
+
+def _python_lines(source: str) -> list[str] | None:
+    """A cell's lines with IPython syntax neutralised, or None if the cell is not Python.
+
+    A line magic (%...) or shell line (!...) that starts a statement becomes `pass` at its
+    indentation, so blocks stay valid and line numbers still match; a line that merely begins
+    with % or ! inside an open bracket (`(mask\n != 0)`) is Python and stays."""
+    lines = source.splitlines()
+    if lines and lines[0].lstrip().startswith("%%"):
+        words = lines[0].lstrip()[2:].split()
+        if not words or words[0] not in PYTHON_CELL_MAGICS:
+            return None
+        lines = [""] + lines[1:]
+    out: list[str] = []
+    for line in lines:
+        stripped = line.lstrip()
+        if stripped.startswith(("%", "!")) and _at_statement_start(out):
+            out.append(line[:len(line) - len(stripped)] + "pass")
+        else:
+            out.append(line)
+    return out
+
+
+def _at_statement_start(previous: list[str]) -> bool:
+    """True unless the lines so far end inside brackets or after a backslash continuation."""
+    import io
+    import tokenize
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO("\n".join(previous) + "\n").readline):
+            pass
+    except tokenize.TokenError:
+        return False
+    except (SyntaxError, ValueError):  # some other problem: compile() will report it
+        return True
+    return True

@@ -55,11 +55,12 @@ def run(job: dict) -> dict:
         loaded = student.load()
         report["notes"] += loaded.notes
         if not loaded.ok:
-            report.update(status="rejected", rejection={"reason": loaded.reason, **loaded.detail})
+            report.update(status="rejected", rejection=_plain({"reason": loaded.reason, **loaded.detail}))
             return report
         report["status"] = "graded"
         report["tests"], findings = _run_pytest(ex.tests_dir, student)
         report["bugs"], report["diagnosis_note"] = findings.bugs, findings.note
+        report["diagnosis_skipped"] = findings.skipped
         report["printed"] = student.printed()
         report["restarts"] = student.restarts
     finally:
@@ -103,6 +104,19 @@ def _run_pytest(tests_dir, student: Student):
     return tests, harness_plugin.collected
 
 
+def _plain(value, depth: int = 0):
+    """Only JSON's own types, with bounded strings: what the worker said goes into the report as data."""
+    if depth > 4:
+        return None
+    if isinstance(value, dict):
+        return {str(k)[:100]: _plain(v, depth + 1) for k, v in list(value.items())[:50]}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in value[:50]]
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    return str(value)[:2000]
+
+
 def _read_lines(path: str) -> list[str]:
     import tokenize
     try:
@@ -127,13 +141,13 @@ def main() -> None:
         with open(job_path) as f:
             job = json.load(f)
     try:
-        report = run(job)
+        text = json.dumps(run(job))
     except Exception as err:  # the harness's last resort: report the fault instead of a traceback
         import traceback
-        report = {"schema": REPORT_SCHEMA, "status": "error",
-                  "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()}
+        text = json.dumps({"schema": REPORT_SCHEMA, "status": "error", "error": f"{type(err).__name__}: {err}",
+                           "traceback": traceback.format_exc()})
     with os.fdopen(report_fd, "w") as out:
-        json.dump(report, out)
+        out.write(text)
 
 
 if __name__ == "__main__":

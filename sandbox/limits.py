@@ -29,9 +29,13 @@ class Limits:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-def apply_to_current_process(limits: Limits, *, processes_capped: bool = False) -> list[str]:
+def apply_to_current_process(limits: Limits, *, processes_capped: bool = False,
+                             really_root: bool = True) -> list[str]:
     """Set the rlimits in a freshly forked worker; return notes on limits the OS did not take.
-    `processes_capped`: a pids cgroup around the zygote already limits the process count."""
+    `processes_capped`: a pids cgroup around the zygote already limits the process count.
+    `really_root`: False when uid 0 is only a user namespace's mapping of an ordinary user, for
+    whom the kernel does enforce RLIMIT_NPROC."""
+    _prefer_as_oom_victim()
     notes: list[str] = []
     try:
         import resource
@@ -43,7 +47,7 @@ def apply_to_current_process(limits: Limits, *, processes_capped: bool = False) 
         "RLIMIT_FSIZE": limits.file_bytes,
         "RLIMIT_CORE": 0,
     }
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or not really_root:
         # RLIMIT_NPROC counts every process of the user, so leave room for the ones already running.
         wanted["RLIMIT_NPROC"] = _threads_of_current_user() + limits.processes
     elif not processes_capped:
@@ -61,6 +65,15 @@ def apply_to_current_process(limits: Limits, *, processes_capped: bool = False) 
         except (ValueError, OSError) as err:
             notes.append(f"{name} not set: {err}")
     return notes
+
+
+def _prefer_as_oom_victim() -> None:
+    """If memory runs out, the kernel should kill a student worker, never the harness."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
 
 
 def _threads_of_current_user() -> int:

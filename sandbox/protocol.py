@@ -16,7 +16,7 @@ from typing import Any
 
 PREFIX = struct.Struct("<IQ")
 MAX_HEADER_BYTES = 1 << 20
-MAX_PAYLOAD_BYTES = 256 << 20
+MAX_PAYLOAD_BYTES = 64 << 20  # the largest honest answer is well under 1 MiB
 TENSOR_KEY = "__tensor__"
 
 # dtype name -> bytes per element; only plain numeric dtypes may cross the wire.
@@ -64,28 +64,47 @@ def decode(header_bytes: bytes, payload: bytes) -> dict:
     """Decode a frame into a message; tensors come back as fresh torch tensors."""
     try:
         message = json.loads(header_bytes.decode())
-    except (UnicodeDecodeError, ValueError) as err:
-        raise ProtocolError(f"header is not valid JSON: {err}") from err
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise ProtocolError(f"header is not valid JSON: {type(err).__name__}") from err
     if not isinstance(message, dict):
         raise ProtocolError("header is not a JSON object")
+    cursor = 0  # tensors must tile the payload in order: no overlap, no reuse, nothing left over
 
-    def walk(value: Any) -> Any:
+    def walk(value: Any, depth: int) -> Any:
+        nonlocal cursor
+        if depth > 16:
+            raise ProtocolError("message nested too deeply")
         if isinstance(value, dict):
             if TENSOR_KEY in value:
-                return _tensor_from(value, payload)
-            return {k: walk(v) for k, v in value.items()}
+                if value.get("offset") != cursor:
+                    raise ProtocolError("tensor bytes out of order")
+                tensor = _tensor_from(value, payload)
+                cursor += value["nbytes"]
+                return tensor
+            return {k: walk(v, depth + 1) for k, v in value.items()}
         if isinstance(value, list):
-            return [walk(v) for v in value]
+            return [walk(v, depth + 1) for v in value]
         return value
 
-    return walk(message)
+    decoded = walk(message, 0)
+    if cursor != len(payload):
+        raise ProtocolError("payload bytes that no tensor describes")
+    return decoded
 
 
-def send(fd: int, message: dict) -> None:
-    """Write one frame to a file descriptor (blocking until written)."""
+def send(fd: int, message: dict, *, deadline: float | None = None) -> None:
+    """Write one frame; with a deadline the fd must be non-blocking, and a peer that stops reading
+    raises Deadline instead of blocking the writer forever."""
     data = memoryview(encode(message))
     while data:
-        written = os.write(fd, data)
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([], [fd], [], wait)[1]:
+                raise Deadline()
+        try:
+            written = os.write(fd, data)
+        except BlockingIOError:
+            continue
         data = data[written:]
 
 

@@ -7,6 +7,7 @@ fresh worker.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -109,7 +110,8 @@ class Zygote:
         resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
         command = {"op": "spawn", "path": path, "cwd": cwd, "limits": limits.to_dict(),
-                   "processes_capped": self.cgroup is not None, "entry": entry.to_dict()}
+                   "processes_capped": self.cgroup is not None, "entry": entry.to_dict(),
+                   "really_root": os.geteuid() == 0}
         try:
             with self.lock:
                 socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w])
@@ -123,8 +125,8 @@ class Zygote:
             for fd in (req_w, resp_r, out_r):
                 os.close(fd)
             raise WorkerFailure("exit", str(answer.get("error", "the sandbox could not start a worker")))
-        pid = int(answer["pid"])
-        return _WorkerProcess(pid, req_w, resp_r, _OutputDrain(out_r, limits.output_bytes))
+        os.set_blocking(req_w, False)  # requests are written against a deadline (protocol.send)
+        return _WorkerProcess(int(answer["pid"]), req_w, resp_r, _OutputDrain(out_r, limits.output_bytes))
 
     def kill(self, pid: int) -> None:
         self._command({"op": "kill", "pid": pid})
@@ -158,7 +160,13 @@ class Zygote:
             raise WorkerFailure("timeout", "the sandbox's process spawner did not answer") from err
         if not data:
             raise WorkerFailure("exit", "the sandbox's process spawner exited")
-        return json.loads(data)
+        try:  # the zygote shares the student's user in a container: its answers are checked too
+            answer = json.loads(data)
+        except (ValueError, RecursionError) as err:
+            raise WorkerFailure("protocol", "the sandbox's process spawner sent garbage") from err
+        if not isinstance(answer, dict) or ("pid" in answer and not isinstance(answer["pid"], int)):
+            raise WorkerFailure("protocol", "the sandbox's process spawner sent garbage")
+        return answer
 
 
 def zygote_env() -> dict:
@@ -178,9 +186,12 @@ def _namespace_prefix() -> list[str] | None:
     if _PREFIX_CACHE is not None:
         return _PREFIX_CACHE or None
     tool = shutil.which("unshare")
-    candidates = [["--net", "--pid", "--fork", "--kill-child"]]
+    # --mount-proc: the workers' /proc shows only their own namespace, not the harness's fds.
+    isolated = ["--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc"]
+    candidates = [isolated, ["--net", "--pid", "--fork", "--kill-child"]]
     if os.geteuid() != 0:
-        candidates.insert(0, ["--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"])
+        candidates[:0] = [["--user", "--map-root-user", *isolated],
+                          ["--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"]]
     for flags in candidates if tool else []:
         probe = subprocess.run([tool, *flags, "true"], capture_output=True)
         if probe.returncode == 0:
@@ -283,6 +294,17 @@ class Student:
             os.close(self.worker.resp_fd)
             self.worker = None
 
+    @contextlib.contextmanager
+    def side_allowance(self, *, timeouts: int = 1):
+        """Calls made inside (a diagnosis, say) stop after `timeouts` timeouts and leave the tests'
+        own allowance of timeouts and time as it was."""
+        saved = self.timeouts, self.budget_left
+        self.timeouts = max(self.limits.max_timeouts - timeouts, 0)
+        try:
+            yield
+        finally:
+            self.timeouts, self.budget_left = saved
+
     # -- requests ----------------------------------------------------------------------------
     def request(self, op: str, **fields) -> dict:
         """One round trip to the worker; raises StudentCodeError or WorkerFailure."""
@@ -304,7 +326,10 @@ class Student:
         started = time.monotonic()
         try:
             try:
-                protocol.send(self.worker.req_fd, {"op": op, **fields})
+                protocol.send(self.worker.req_fd, {"op": op, **fields}, deadline=started + timeout)
+            except protocol.Deadline:
+                self._fail("timeout", f"your code stopped reading requests; a call did not start within "
+                                      f"{self.limits.call_s:g} s")
             except OSError:
                 pass  # the worker is gone: _receive reports how it ended
             response = self._receive(op, started + timeout)
@@ -369,11 +394,16 @@ class Student:
     def calls_to_watched(self) -> dict:
         """How often the worker saw the exercise's watched functions called (see EntrySpec.watch)."""
         calls = self.request("stats").get("calls")
-        return {str(k): int(v) for k, v in calls.items()} if isinstance(calls, dict) else {}
+        if not isinstance(calls, dict):
+            return {}
+        return {str(k): v for k, v in calls.items() if isinstance(v, int)}
 
     def new(self, *args, dtype: str = "float64", seed: int = 0, train: bool = False) -> "RemoteModule":
         info = self.request("new", args=list(args), dtype=dtype, seed=seed, train=train)
-        return RemoteModule(self, info, dtype)
+        try:
+            return RemoteModule(self, info, dtype)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise WorkerFailure("protocol", "the worker described the new module in a malformed way") from err
 
 
 class RemoteModule:

@@ -31,6 +31,7 @@ class Findings:
     def __init__(self):
         self.bugs: list[dict] = []
         self.note: str | None = None
+        self.skipped: list[str] = []  # probes the diagnosis could not run, for the grader's log
 
     def add(self, bug: dict) -> None:
         self.bugs.append(bug)

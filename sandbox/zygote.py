@@ -88,7 +88,8 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         sys.stderr = os.fdopen(2, "w", buffering=1)
         os.chdir(command["cwd"])
         notes = limits_mod.apply_to_current_process(limits_mod.Limits.from_dict(command["limits"]),
-                                                    processes_capped=bool(command.get("processes_capped")))
+                                                    processes_capped=bool(command.get("processes_capped")),
+                                                    really_root=bool(command.get("really_root", True)))
         from sandbox import worker
         worker.serve(req_fd, resp_fd, command["path"], worker.EntrySpec.from_dict(command["entry"]),
                      notes=notes)

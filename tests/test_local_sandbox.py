@@ -72,3 +72,17 @@ if os.fork() == 0:
     time.sleep(0.5)
     survivors = subprocess.run(["pgrep", "-f", f"sleep {token}"], capture_output=True, text=True)
     assert survivors.stdout.strip() == ""
+
+
+def test_student_code_sees_only_its_own_processes(tmp_path):
+    # With its own /proc, the worker cannot reach the harness's pipes through /proc/<pid>/fd.
+    path = tmp_path / "proc.py"
+    path.write_text(CORRECT + """
+import os
+_pids = [p for p in os.listdir("/proc") if p.isdigit()]
+if len(_pids) > 20 or os.path.exists(f"/proc/{os.getppid()}/fd/0") and os.getppid() > 1:
+    raise RuntimeError(f"sees {len(_pids)} processes")
+""")
+    result = grade(path).result
+    assert result["status"] == "graded", result["message"]
+    assert result["score"] == 100

@@ -35,7 +35,7 @@ def test_nan_and_empty_tensors_survive():
 @pytest.mark.parametrize("desc,why", [
     ({"__tensor__": "object", "shape": [1], "offset": 0, "nbytes": 8}, "unknown dtype"),
     ({"__tensor__": "float64", "shape": [2], "offset": 0, "nbytes": 8}, "cannot have"),
-    ({"__tensor__": "float64", "shape": [1], "offset": 4, "nbytes": 8}, "out of range"),
+    ({"__tensor__": "float64", "shape": [1], "offset": 4, "nbytes": 8}, "out of order"),
     ({"__tensor__": "float64", "shape": [-1], "offset": 0, "nbytes": 8}, "bad tensor shape"),
 ])
 def test_malformed_tensor_descriptions_are_refused(desc, why):
@@ -68,3 +68,28 @@ def test_recv_gives_up_at_the_deadline_and_reports_a_closed_peer():
     with pytest.raises(protocol.PeerClosed):
         protocol.recv(r, deadline=time.monotonic() + 1)
     os.close(r)
+
+
+def test_tensors_may_not_overlap_repeat_or_leave_bytes_over():
+    import json
+    one = {"__tensor__": "float64", "shape": [1], "offset": 0, "nbytes": 8}
+    with pytest.raises(protocol.ProtocolError, match="out of order"):     # the same bytes twice
+        protocol.decode(json.dumps({"a": one, "b": one}).encode(), b"\0" * 16)
+    with pytest.raises(protocol.ProtocolError, match="no tensor describes"):
+        protocol.decode(json.dumps({"a": one}).encode(), b"\0" * 16)
+
+
+def test_deeply_nested_headers_are_refused():
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode(b"[" * 200_000, b"")
+    with pytest.raises(protocol.ProtocolError, match="nested"):
+        protocol.decode(("{\"a\": " * 40 + "1" + "}" * 40).encode(), b"")
+
+
+def test_send_gives_up_when_the_reader_stops_reading():
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    big = {"x": torch.zeros(1 << 18)}          # 2 MiB: more than a pipe holds
+    with pytest.raises(protocol.Deadline):
+        protocol.send(w, big, deadline=time.monotonic() + 0.3)
+    os.close(r), os.close(w)

@@ -25,6 +25,13 @@ def test_points_come_from_passed_tests_only():
     assert [t.score for t in result.tests] == [30, 0, 0]
 
 
+def test_a_report_that_is_not_the_whole_suite_is_refused():
+    import pytest
+    from grader.scoring import ReportError
+    with pytest.raises(ReportError, match="add up to 50"):
+        score({"status": "graded", "tests": [entry("passed", 50)]})
+
+
 def test_a_grader_fault_in_any_test_records_no_score():
     result = score({"status": "graded", "tests": [entry("passed", 90), entry("error", 10, internal=True)]})
     assert result.status is Status.ERROR and result.score is None

@@ -53,7 +53,7 @@ def test_too_large_source_is_rejected(tmp_path):
 def test_notebook_magics_are_dropped_and_lines_map_to_cells(tmp_path):
     nb = notebook(("markdown", "# Title"),
                   ("code", "%matplotlib inline\nimport math"),
-                  ("code", "%%time\nthis is not python"),
+                  ("code", "%%bash\nthis is not python"),
                   ("code", "!pip install torch\nfor i in range(2):\n    %time print(i)\nx = math.pi"))
     sub = submission.read(write(tmp_path, "a.ipynb", nb))
     script = sub.script.decode()
@@ -73,3 +73,13 @@ def test_broken_notebook_json_is_rejected(tmp_path):
     with pytest.raises(SubmissionRejected) as info:
         submission.read(write(tmp_path, "a.ipynb", "{not json"))
     assert info.value.reason == "bad_notebook"
+
+
+def test_notebook_keeps_python_that_only_looks_like_a_magic(tmp_path):
+    nb = notebook(("code", "mask = [1]\nok = (mask\n!= 0)\nx = (5\n% 3)"),
+                  ("code", "%%time\ny = 2"), ("code", "%%bash\necho hi"))
+    sub = submission.read(write(tmp_path, "a.ipynb", nb))
+    scope = {}
+    exec(compile(sub.script, "s", "exec"), scope)
+    assert scope["ok"] is True and scope["x"] == 2 and scope["y"] == 2
+    assert b"echo hi" not in sub.script
