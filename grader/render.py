@@ -53,6 +53,8 @@ def _table(result: GradeResult) -> Table:
     table.add_column("Test group")
     table.add_column("Points", justify="right")
     for group in result.groups():
+        if group.max_score == 0:
+            continue  # advice: shown with the bugs above, worth no points
         ok = group.score >= group.max_score - 1e-9
         mark = Text("✓", style="green") if ok else Text("✗", style="red")
         table.add_row(mark, Text(group.title), f"{group.score:g} / {group.max_score:g}")
@@ -66,7 +68,7 @@ def _failures(result: GradeResult) -> list:
     parts: list = []
     for group in result.groups():
         failed = [t for t in group.tests if t.status is not TestStatus.PASSED]
-        if not failed:
+        if not failed or group.max_score == 0:
             continue
         if not parts:
             parts.append(Text("\nWhat went wrong", style="bold"))

@@ -78,7 +78,7 @@ def probes() -> list[Probe]:
 def diagnose(student, source_lines: list[str], locate) -> Diagnosis:
     """Run every probe against the student's module; never raises for what the student's code does."""
     found = Diagnosis()
-    for step in (_structure, _outputs, _autograd, _training_mode, _devices, _forbidden):
+    for step in (_structure, _outputs, _autograd, _training_mode, _forbidden):
         try:
             step(student, found, source_lines, locate)
         except (StudentCodeError, WorkerFailure):
@@ -287,6 +287,17 @@ def _training_mode(student, found: Diagnosis, *_):
         found.add("nondeterministic_dropout", "training_mode",
                   f"in training mode two calls with the same input differ by up to "
                   f"{(first - second).abs().nan_to_num(nan=0).max().item():.3g}; in eval mode they agree")
+
+
+def device_advice(student) -> Finding | None:
+    """Run last (see test_07_advice.py): the meta device makes torch import torch._dynamo, which
+    the worker has been importing in the background while the tests ran."""
+    found = Diagnosis()
+    try:
+        _devices(student, found)
+    except (StudentCodeError, WorkerFailure, RuntimeError, TypeError, ValueError):
+        return None
+    return found.findings[0] if found.findings else None
 
 
 def _devices(student, found: Diagnosis, *_):

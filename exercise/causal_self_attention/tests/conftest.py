@@ -64,7 +64,8 @@ def finite_difference_jvps(module, x: torch.Tensor, mask, directions: list, eps:
 
 @pytest.fixture(scope="session", autouse=True)
 def diagnosis(student, findings):
-    """Which known mistakes explain this submission (see diagnosis.py), reported once per grade."""
+    """Which known mistakes explain this submission (see diagnosis.py), reported once per grade.
+    The meta-device advice comes last, from test_07_advice.py."""
     from exercise.causal_self_attention.diagnosis import diagnose
     with student.side_allowance(timeouts=1):  # a hanging forward must not use up the tests' allowance
         found = diagnose(student, student.source_lines, student.locate)
