@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
