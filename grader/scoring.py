@@ -21,10 +21,10 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     status = report.get("status")
     if status == "rejected":
         message = rejection_message(_dict(report.get("rejection")), exercise.entry, submission)
-        return GradeResult(status=Status.REJECTED, score=0.0, max_score=_max_score(exercise),
+        return GradeResult(status=Status.REJECTED, score=0.0, max_score=exercise.max_score,
                            message=message, **base)
     if status != "graded":
-        return GradeResult(status=Status.ERROR, score=None, max_score=_max_score(exercise),
+        return GradeResult(status=Status.ERROR, score=None, max_score=exercise.max_score,
                            message=f"the grader failed: {report.get('error', 'no report')}", **base)
     bugs = tuple(_bug(raw) for raw in report.get("bugs") or ())
     tests = tuple(_with_bugs(_test(raw), bugs) for raw in report.get("tests") or ())
@@ -42,10 +42,6 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     return GradeResult(status=Status.GRADED, score=score, max_score=max_score, tests=tests, bugs=bugs,
                        diagnosis=str(report.get("diagnosis_note") or ""),
                        printed=str(report.get("printed") or ""), **base)
-
-
-def _max_score(exercise) -> float:
-    return exercise.max_score
 
 
 def _dict(value) -> dict:

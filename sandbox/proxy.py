@@ -260,7 +260,6 @@ class Student:
         self.worker: _WorkerProcess | None = None
         self.budget_left = limits.tests_s
         self.restarts = 0
-        self.failures: list[str] = []
         self.timeouts = 0
         self.load_result: LoadResult | None = None
 
@@ -382,7 +381,6 @@ class Student:
                     os.close(fd)
                 except OSError:
                     pass
-        self.failures.append(kind)
         if kind == "timeout":
             self.timeouts += 1
         raise WorkerFailure(kind, message)
