@@ -20,14 +20,13 @@ from sandbox.proxy import Student, Zygote
 from sandbox.source import LineMap
 
 REPORT_SCHEMA = 1
+REPORT_MARGIN_S = 5.0
+# The zygote and its workers, threads included: torch's pools plus what the student may add.
+ZYGOTE_PIDS = 128
 
 
 class HarnessFault(Exception):
     """The test suite itself could not run: a grader fault, reported as status error."""
-
-REPORT_MARGIN_S = 5.0
-# The zygote and its workers, threads included: torch's pools plus what the student may add.
-ZYGOTE_PIDS = 128
 
 
 def run(job: dict) -> dict:

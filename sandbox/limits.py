@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict, dataclass
 
 MiB = 1 << 20
@@ -133,7 +134,6 @@ class PidsCgroup:
 
     def remove(self, wait_s: float = 2.0) -> None:
         """Remove the cgroup once its processes are gone."""
-        import time
         end = time.monotonic() + wait_s
         while True:
             try:

@@ -116,15 +116,17 @@ class Zygote:
             with self.lock:
                 socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w])
                 answer = self._recv(10.0)
-        except OSError as err:
+            if "pid" not in answer:
+                raise WorkerFailure("exit", str(answer.get("error", "the sandbox could not start a worker")))
+        except (OSError, WorkerFailure) as err:
+            for fd in (req_w, resp_r, out_r):  # no worker holds the other ends: ours go too
+                os.close(fd)
+            if isinstance(err, WorkerFailure):
+                raise
             raise WorkerFailure("exit", "the sandbox's process spawner is gone (did your code kill it?)") from err
         finally:
             for fd in (req_r, resp_w, out_w):
                 os.close(fd)
-        if "pid" not in answer:
-            for fd in (req_w, resp_r, out_r):
-                os.close(fd)
-            raise WorkerFailure("exit", str(answer.get("error", "the sandbox could not start a worker")))
         os.set_blocking(req_w, False)  # requests are written against a deadline (protocol.send)
         return _WorkerProcess(int(answer["pid"]), req_w, resp_r, _OutputDrain(out_r, limits.output_bytes))
 

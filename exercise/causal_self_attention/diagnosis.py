@@ -321,10 +321,11 @@ def _forbidden(student, found: Diagnosis, source_lines, locate):
     """Two signs, either enough: the class's own code names a forbidden built-in (read by the
     harness, so the student cannot hide it at run time), or the worker counted a call to it."""
     line = _line_naming(source_lines, FORBIDDEN_NAMES, inside_class=student.entry.class_name)
-    calls = student.calls_to_watched().get(FORBIDDEN, 0) if line is None else 0
     if line is not None:
         found.add("uses_forbidden_builtin", None, f"your class uses it at {locate(line)}")
-    elif calls:
+        return
+    calls = student.calls_to_watched().get(FORBIDDEN, 0)
+    if calls:
         found.add("uses_forbidden_builtin", None, f"F.multi_head_attention_forward ran {calls} times during the probes")
 
 
