@@ -45,9 +45,11 @@ def run(job: dict) -> dict:
     # Stop calling the student's code early enough to report within the wall-clock limit.
     deadline = started + limits.wall_s - min(REPORT_MARGIN_S, limits.wall_s / 4)
     source_lines = _read_lines(job["submission"])
+    # The worker may read neither the exercise (tests, reference) nor other grades' scratch folders.
+    import tempfile
     student = Student(zygote, path=job["submission"], entry=ex.entry, limits=limits, deadline=deadline,
                       scratch=job.get("scratch"), locate=line_map.describe(source_lines),
-                      source_lines=source_lines)
+                      source_lines=source_lines, hidden=(str(ex.directory), tempfile.gettempdir()))
     report = {"schema": REPORT_SCHEMA, "exercise": ex.name, "exercise_version": ex.version,
               "environment": _environment(), "notes": list(zygote.notes)}
     try:

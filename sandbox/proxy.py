@@ -67,7 +67,7 @@ class _WorkerProcess:
     pid: int
     req_fd: int
     resp_fd: int
-    output: "_OutputDrain"
+    output: _OutputDrain
 
 
 class Zygote:
@@ -81,7 +81,7 @@ class Zygote:
         self._ready: dict | None = None
 
     @classmethod
-    def start(cls, *, isolate: bool = True, max_pids: int = 0) -> "Zygote":
+    def start(cls, *, isolate: bool = True, max_pids: int = 0) -> Zygote:
         """Start a zygote here; with max_pids, inside a pids cgroup where this process may make one."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         notes = []
@@ -97,7 +97,7 @@ class Zygote:
         return cls(parent, process, notes, cgroup)
 
     @classmethod
-    def attached(cls, fd: int) -> "Zygote":
+    def attached(cls, fd: int) -> Zygote:
         """A zygote someone else started (the container's entry point), reached through `fd`."""
         return cls(socket.socket(fileno=fd), None, [])
 
@@ -105,13 +105,14 @@ class Zygote:
         if self._ready is None:
             self._ready = self._recv(timeout_s)
 
-    def spawn(self, *, path: str, cwd: str, entry: EntrySpec, limits: Limits) -> _WorkerProcess:
+    def spawn(self, *, path: str, cwd: str, entry: EntrySpec, limits: Limits,
+              hidden: tuple[str, ...] = ()) -> _WorkerProcess:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
         command = {"op": "spawn", "path": path, "cwd": cwd, "limits": limits.to_dict(),
                    "processes_capped": self.cgroup is not None, "entry": entry.to_dict(),
-                   "really_root": os.geteuid() == 0}
+                   "really_root": os.geteuid() == 0, "hidden": list(hidden)}
         try:
             with self.lock:
                 socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w])
@@ -158,7 +159,7 @@ class Zygote:
         self.control.settimeout(timeout_s)
         try:
             data = self.control.recv(1 << 16)
-        except socket.timeout as err:
+        except TimeoutError as err:
             raise WorkerFailure("timeout", "the sandbox's process spawner did not answer") from err
         if not data:
             raise WorkerFailure("exit", "the sandbox's process spawner exited")
@@ -253,8 +254,9 @@ class Student:
 
     def __init__(self, zygote: Zygote, *, path: str, entry: EntrySpec, limits: Limits,
                  deadline: float, scratch: str | None = None, locate=None,
-                 source_lines: list[str] | None = None):
+                 source_lines: list[str] | None = None, hidden: tuple[str, ...] = ()):
         self.zygote, self.path, self.entry, self.limits = zygote, path, entry, limits
+        self.hidden = hidden  # paths the worker may not read (the tests, other grades' files)
         self.scratch = scratch or os.path.dirname(path)  # the worker's working folder
         self.locate = locate or (lambda line: f"line {line}")
         self.source_lines = source_lines or []  # the submission's text, for pointing at lines
@@ -280,7 +282,7 @@ class Student:
 
     def _start(self, timeout_s: float) -> dict:
         worker = self.zygote.spawn(path=self.path, cwd=self.scratch, entry=self.entry,
-                                   limits=self.limits)
+                                   limits=self.limits, hidden=self.hidden)
         worker.output.on_flood = lambda: self.zygote.kill(worker.pid)
         self.worker = worker
         ready = self._receive("import", min(time.monotonic() + timeout_s, self.deadline))
@@ -398,7 +400,7 @@ class Student:
             return {}
         return {str(k): v for k, v in calls.items() if isinstance(v, int)}
 
-    def new(self, *args, dtype: str = "float64", seed: int = 0, train: bool = False) -> "RemoteModule":
+    def new(self, *args, dtype: str = "float64", seed: int = 0, train: bool = False) -> RemoteModule:
         info = self.request("new", args=list(args), dtype=dtype, seed=seed, train=train)
         try:
             return RemoteModule(self, info, dtype)

@@ -90,6 +90,9 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         notes = limits_mod.apply_to_current_process(limits_mod.Limits.from_dict(command["limits"]),
                                                     processes_capped=bool(command.get("processes_capped")),
                                                     really_root=bool(command.get("really_root", True)))
+        os.environ.update(TMPDIR=command["cwd"], HOME=command["cwd"])
+        from sandbox.confine import confine
+        notes += confine(writable=[command["cwd"]], hidden=list(command.get("hidden") or ()))
         from sandbox import worker
         worker.serve(req_fd, resp_fd, command["path"], worker.EntrySpec.from_dict(command["entry"]),
                      notes=notes)
