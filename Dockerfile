@@ -15,7 +15,10 @@ RUN python3 -m venv /opt/venv \
  && rm -rf /tmp/wheelhouse \
  && site=$(/opt/venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") \
  && chown -R grader:grader "$site/exercise" && chmod -R go-rwx "$site/exercise" \
- && mkdir /work && chmod 0755 /work
+ && mkdir /work && chmod 0755 /work \
+ && echo "grade with: grade platform prairielearn, or the Docker backend" > /etc/attention-grader-image \
+ && printf '#!/bin/sh\n# PrairieLearn external grader entry point: grades /grade/student into /grade/results/results.json\nexec grade platform prairielearn "$@"\n' > /usr/local/bin/grade-prairielearn \
+ && chmod 0755 /usr/local/bin/grade-prairielearn
 
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -1,7 +1,6 @@
 """The `grade` command line. It parses, calls one core function, and renders; nothing more."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,9 +10,9 @@ from rich.text import Text
 
 import exercise as exercises
 import sandbox.backend as backends
-from grader import __version__, grading, render
-from grader.errors import SandboxFailure
-from grader.result import GradeResult
+from grader import __version__, formats, grading, platforms, render
+from grader.errors import SandboxFailure, SubmissionRejected
+from grader.result import GradeResult, Status
 
 EXIT_RESULT, EXIT_GRADER_FAILED = 0, 1  # 2 (bad command line) is Click's own
 
@@ -38,48 +37,137 @@ def main():
     \b
       grade submit.py                      grade one file (.py or .ipynb)
       grade submit.py --json result.json   also write the result as JSON ('-' for stdout)
+      grade submit.py --format gradescope --json results.json   a platform's results file
+      grade export gradescope autograder.zip                    a Gradescope autograder bundle
 
     Exit status: 0 when a result was produced (whatever the score), 1 when the grader itself
     failed, 2 for a bad command line.
     """
 
 
+def _exercise_option(f):
+    return click.option("--exercise", "exercise_name", default=exercises.DEFAULT, show_default=True,
+                        callback=_check_exercise, help="The exercise to grade against (see `grade exercises`).")(f)
+
+
+def _sandbox_option(default: str = grading.DEFAULT_SANDBOX):
+    return click.option("--sandbox", type=click.Choice(sorted(backends.available())), default=default,
+                        show_default=True, help="Where the submission runs.")
+
+
+def _check_exercise(ctx, param, name: str) -> str:
+    try:
+        exercises.get(name)
+    except exercises.UnknownExercise as err:
+        raise click.BadParameter(str(err)) from err
+    return name
+
+
 @main.command("file")
 @click.argument("submission", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--json", "json_out", metavar="OUT", help="Write the result JSON to OUT ('-' for stdout).")
-@click.option("--sandbox", type=click.Choice(sorted(backends.available())), default=grading.DEFAULT_SANDBOX,
-              show_default=True, help="Where the submission runs.")
-@click.option("--exercise", "exercise_name", default=exercises.DEFAULT, show_default=True,
-              help="The exercise to grade against (see `grade exercises`).")
+@click.option("--format", "fmt", type=click.Choice(formats.FORMATS), default="native", show_default=True,
+              help="The layout of the --json file: the native result, or a platform's results.json.")
+@_sandbox_option()
+@_exercise_option
 @click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
               help="Wall-clock limit for the whole grade (default: the exercise's own).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on the terminal.")
-def grade_one(submission: Path, json_out: str | None, sandbox: str, exercise_name: str,
+def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, exercise_name: str,
               time_limit: float | None, quiet: bool):
     """Grade one SUBMISSION (.py or .ipynb) and print the feedback."""
-    try:
-        exercises.get(exercise_name)
-    except exercises.UnknownExercise as err:
-        raise click.BadParameter(str(err), param_hint="--exercise") from err
+    if fmt != "native" and not json_out:
+        raise click.BadParameter(f"--format {fmt} describes the --json file: add --json OUT", param_hint="--format")
     if not submission.exists():
         raise click.BadParameter(f"{submission} does not exist", param_hint="SUBMISSION")
     # With JSON on stdout, the readable feedback moves to stderr so the JSON stays parseable.
     console = Console(stderr=json_out == "-", highlight=False)
     try:
-        result = grading.grade_file(submission, exercise=exercise_name, sandbox=sandbox, wall_s=time_limit)
-        code = EXIT_RESULT
+        result = _grade(submission, exercise_name, sandbox, time_limit, console if not quiet else None)
     except backends.SandboxUnavailable as err:
         raise click.ClickException(str(err)) from err
-    except SandboxFailure as failure:
-        result = grading.error_result(submission, failure.message, exercise=exercise_name, sandbox=sandbox)
-        if failure.log and not quiet:
-            console.print(Text(failure.log[-2000:], style="dim"))
-        code = EXIT_GRADER_FAILED
     if not quiet:
         console.print(render.build(result))
     if json_out:
-        _write_json(result, json_out)
-    sys.exit(code)
+        _write(formats.dumps(formats.to_format(result, fmt)), json_out)
+    sys.exit(EXIT_GRADER_FAILED if result.status is Status.ERROR else EXIT_RESULT)
+
+
+def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | None,
+           console: Console | None) -> GradeResult:
+    """Grade one file; a grader fault becomes an error result (its log shown on `console`)."""
+    try:
+        return grading.grade_file(path, exercise=exercise_name, sandbox=sandbox, wall_s=time_limit)
+    except SandboxFailure as failure:
+        if failure.log and console is not None:
+            console.print(Text(failure.log[-2000:], style="dim"))
+        return grading.error_result(path, failure.message, exercise=exercise_name, sandbox=sandbox)
+
+
+@main.group("platform")
+def platform_group():
+    """Entry points that course platforms run: grade the upload where the platform puts it and
+    write its results file there. Exit status 1 means the grader failed (no score recorded)."""
+
+
+@platform_group.command("gradescope")
+@click.option("--root", type=click.Path(path_type=Path, file_okay=False), default=platforms.GRADESCOPE_ROOT,
+              show_default=True, help="Gradescope's folder: grades ROOT/submission into ROOT/results/results.json.")
+@_sandbox_option()
+@_exercise_option
+def gradescope_entry(root: Path, sandbox: str, exercise_name: str):
+    """What `run_autograder` runs on Gradescope."""
+    _platform_run(platforms.GRADESCOPE, root, sandbox, exercise_name)
+
+
+@platform_group.command("prairielearn")
+@click.option("--root", type=click.Path(path_type=Path, file_okay=False), default=platforms.PRAIRIELEARN_ROOT,
+              show_default=True, help="PrairieLearn's folder: grades ROOT/student into ROOT/results/results.json.")
+@_sandbox_option("image" if "image" in backends.available() else grading.DEFAULT_SANDBOX)
+@_exercise_option
+def prairielearn_entry(root: Path, sandbox: str, exercise_name: str):
+    """What the grader image runs as PrairieLearn's external grader."""
+    _platform_run(platforms.PRAIRIELEARN, root, sandbox, exercise_name)
+
+
+def _platform_run(platform: platforms.Platform, root: Path, sandbox: str, exercise_name: str) -> None:
+    folder = root / platform.submission_dir
+    console = Console(highlight=False)  # the platform keeps stdout for instructors
+    try:
+        path = grading.find_submission(folder, exercise=exercise_name)
+    except SubmissionRejected as rejected:
+        result = grading.rejected_result(folder, rejected.message, exercise=exercise_name, sandbox=sandbox)
+    else:
+        try:
+            result = _grade(path, exercise_name, sandbox, None, console)
+        except backends.SandboxUnavailable as err:
+            result = grading.error_result(path, str(err), exercise=exercise_name, sandbox=sandbox)
+    console.print(render.build(result))
+    target = root / platform.results_file
+    try:
+        platforms.write_results(target, formats.dumps(formats.to_format(result, platform.format)))
+    except OSError as err:
+        raise click.FileError(str(target), err.strerror) from err
+    console.print(f"wrote {target}")
+    sys.exit(EXIT_GRADER_FAILED if result.status is Status.ERROR else EXIT_RESULT)
+
+
+@main.group("export")
+def export_group():
+    """Bundles that install the grader on a course platform."""
+
+
+@export_group.command("gradescope")
+@click.argument("out", type=click.Path(path_type=Path, dir_okay=False))
+@_exercise_option
+def export_gradescope(out: Path, exercise_name: str):
+    """Write OUT (.zip), a Gradescope autograder: setup.sh installs the grader, run_autograder
+    grades /autograder/submission into /autograder/results/results.json."""
+    try:
+        files = platforms.gradescope_bundle(out, exercise_name)
+    except platforms.ExportError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"wrote {out} ({files} files): upload it as the assignment's autograder on Gradescope")
 
 
 @main.command("exercises")
@@ -89,8 +177,7 @@ def list_exercises():
         click.echo(f"{name}\t{ex.title} (version {ex.version})")
 
 
-def _write_json(result: GradeResult, out: str) -> None:
-    text = json.dumps(result.to_dict(), indent=2, ensure_ascii=False)
+def _write(text: str, out: str) -> None:
     if out == "-":
         click.echo(text)
         return

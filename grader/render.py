@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import io
 
-from rich.console import Console, Group as RichGroup
+from rich.console import Console
+from rich.console import Group as RichGroup
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -59,8 +60,11 @@ def _table(result: GradeResult) -> Table:
         mark = Text("✓", style="green") if ok else Text("✗", style="red")
         table.add_row(mark, Text(group.title), f"{group.score:g} / {group.max_score:g}")
     table.add_section()
-    table.add_row("", Text("Score", style="bold"),
+    label = "Score on the tests shown" if result.withheld else "Score"
+    table.add_row("", Text(label, style="bold"),
                   Text(f"{result.score:g} / {result.max_score:g}", style="bold"))
+    if result.withheld:
+        table.add_row("", Text(result.withheld, style="dim"), "")
     return table
 
 

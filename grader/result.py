@@ -1,6 +1,7 @@
 """The typed result of a grade, and its native JSON form (the contract in DESIGN.md)."""
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 
@@ -11,6 +12,13 @@ class Status(str, enum.Enum):
     GRADED = "graded"        # the suite ran; the score stands
     REJECTED = "rejected"    # the submission could not be graded at all; score 0
     ERROR = "error"          # the grader or sandbox failed; no score may be recorded
+
+
+class Visibility(str, enum.Enum):
+    """When a student may see a test's result (set by the exercise's `visibility` marker)."""
+    VISIBLE = "visible"
+    AFTER_DUE_DATE = "after_due_date"
+    HIDDEN = "hidden"
 
 
 class TestStatus(str, enum.Enum):
@@ -53,11 +61,12 @@ class TestResult:
     max_score: float
     feedback: str = ""
     bugs: tuple[str, ...] = ()
+    visibility: Visibility = Visibility.VISIBLE
 
     def to_dict(self) -> dict:
         return {"id": self.id, "name": self.name, "group": self.group, "status": self.status.value,
                 "score": round(self.score, 4), "max_score": round(self.max_score, 4),
-                "feedback": self.feedback, "bugs": list(self.bugs)}
+                "feedback": self.feedback, "bugs": list(self.bugs), "visibility": self.visibility.value}
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,7 @@ class GradeResult:
     duration_s: float = 0.0
     environment: dict = field(default_factory=dict)
     feedback: str = ""           # the readable text, as shown on the terminal
+    withheld: str = ""           # in a visible part: what is not shown (hidden tests)
 
     def groups(self) -> list[Group]:
         order: dict[str, list[TestResult]] = {}
@@ -95,6 +105,23 @@ class GradeResult:
             order.setdefault(test.group, []).append(test)
         return [Group(key, tests[0].group_title, sum(t.score for t in tests),
                       sum(t.max_score for t in tests), tuple(tests)) for key, tests in order.items()]
+
+    def visible_part(self) -> GradeResult:
+        """What a student may see before the due date: the visible tests, and the bugs that cost
+        points in them (or in no test at all). The score is left as it is; platforms decide."""
+        shown = tuple(t for t in self.tests if t.visibility is Visibility.VISIBLE)
+        if len(shown) == len(self.tests):
+            return self
+        hidden_groups = {t.group.rsplit("::", 1)[-1] for t in self.tests} - \
+            {t.group.rsplit("::", 1)[-1] for t in shown}
+        bugs = tuple(b for b in self.bugs if not b.affects or not set(b.affects) <= hidden_groups)
+        held = [t for t in self.tests if t.visibility is not Visibility.VISIBLE]
+        withheld = (f"{len(held)} more test{'s' if len(held) > 1 else ''}, worth "
+                    f"{sum(t.max_score for t in held):g} points, "
+                    f"{'are' if len(held) > 1 else 'is'} not shown yet.")
+        return dataclasses.replace(self, tests=shown, bugs=bugs, withheld=withheld,
+                                   score=None if self.score is None else sum(t.score for t in shown),
+                                   max_score=sum(t.max_score for t in shown))
 
     def to_dict(self) -> dict:
         return {

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from grader.result import Bug, GradeResult, Status, TestResult, TestStatus
+from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility
 from grader.submission import Submission
 
 
@@ -58,7 +58,8 @@ def _test(raw: dict) -> TestResult:
                           group_title=str(raw["group_title"]), status=status,
                           score=points if status is TestStatus.PASSED else 0.0, max_score=points,
                           feedback=str(raw.get("feedback") or ""),
-                          bugs=tuple(str(b) for b in raw.get("bugs") or ()))
+                          bugs=tuple(str(b) for b in raw.get("bugs") or ()),
+                          visibility=Visibility(raw.get("visibility") or "visible"))
     except (KeyError, ValueError, TypeError) as err:
         raise ReportError(f"malformed test entry {raw!r:.200}: {err}") from err
 

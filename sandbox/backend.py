@@ -50,9 +50,15 @@ class UnknownSandbox(LookupError):
 
 def available() -> dict[str, type]:
     """Backends by name; a new backend is one module and one line here."""
+    import os
+
+    from sandbox.container import IMAGE_MARKER, ImageSandbox
     from sandbox.docker import DockerSandbox
     from sandbox.local import LocalSandbox
-    return {LocalSandbox.name: LocalSandbox, DockerSandbox.name: DockerSandbox}
+    found = {LocalSandbox.name: LocalSandbox, DockerSandbox.name: DockerSandbox}
+    if os.path.exists(IMAGE_MARKER):  # inside the grader image: grade with its two users
+        found[ImageSandbox.name] = ImageSandbox
+    return found
 
 
 def get(name: str) -> Sandbox:

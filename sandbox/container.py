@@ -1,49 +1,128 @@
-"""The Docker image's entry point: starts the zygote as `student` and the harness as `grader`,
-then relays the harness's report to the container's stdout.
+"""Grading inside the grader image, with its two users: the zygote and the student's workers run as
+`student`, the harness as `grader`, and this process (root, with CAP_SETUID/CAP_SETGID only in the
+Docker backend) holds the report.
 
-It runs as root with only CAP_SETUID and CAP_SETGID, which it uses once per child to switch user;
-both children start without capabilities. Only this process holds the container's stdout, so
-nothing the student's code writes can reach the host as a report: the harness writes its report
-into a pipe that only it and this process hold.
+Two ways in:
+- `python -m sandbox.container`, the image's entry point for the Docker backend: grades
+  /work/job.json and writes the report to the container's stdout, which only this process holds;
+- the `image` backend (`ImageSandbox`), for platforms that run the image themselves, such as
+  PrairieLearn's external grader (`grade platform prairielearn`).
+
+Nothing the student's code writes can become the report: the harness writes it into a pipe that only
+it and this process hold. When the harness is done (or the wall clock runs out), every process of the
+student user is killed before the report is used.
 """
 from __future__ import annotations
 
 import json
 import os
+import pwd
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 
+from sandbox.backend import SCRIPT_NAME, Job, RunResult
+from sandbox.local import read_until
 from sandbox.proxy import zygote_env
 
 HARNESS_USER, STUDENT_USER = "grader", "student"
 JOB = "/work/job.json"
 SCRATCH = "/tmp"
+IMAGE_MARKER = "/etc/attention-grader-image"   # written by the Dockerfile
 
 
-def main() -> int:
-    with open(JOB) as f:
-        job = json.load(f)
+def run_job(job: dict, wall_s: float) -> tuple[bytes | None, str | None]:
+    """Run the harness on `job` (its `submission` readable by both users). Returns the raw report,
+    or None and why there is none."""
+    started = time.monotonic()
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     subprocess.Popen([sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())],
                      pass_fds=[child.fileno()], user=STUDENT_USER, group=STUDENT_USER, extra_groups=[],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     cwd=SCRATCH, env=zygote_env())
+                     cwd=SCRATCH, env=zygote_env(), start_new_session=True)
     child.close()
     read_fd, write_fd = os.pipe()
-    job.update(zygote_fd=parent.fileno(), scratch=SCRATCH)
+    job = {**job, "zygote_fd": parent.fileno(), "scratch": SCRATCH}
     harness = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.harness", "-", str(write_fd)],
                                pass_fds=[write_fd, parent.fileno()], user=HARNESS_USER,
                                group=HARNESS_USER, extra_groups=[], stdin=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, cwd="/work")
+                               stdout=subprocess.DEVNULL, cwd=os.path.dirname(job["submission"]),
+                               start_new_session=True)
     os.close(write_fd)
     parent.close()
-    harness.stdin.write(json.dumps(job).encode())
-    harness.stdin.close()
-    with os.fdopen(read_fd, "rb") as report:
-        data = report.read()
-    harness.wait()
-    sys.stdout.buffer.write(data)
+    try:
+        harness.stdin.write(json.dumps(job).encode())
+        harness.stdin.close()
+    except BrokenPipeError:
+        pass
+    try:
+        data, timed_out = read_until(read_fd, started + wall_s)
+    finally:
+        os.close(read_fd)
+        _kill_group(harness)
+        kill_user(STUDENT_USER)
+    if timed_out:
+        return None, f"the sandbox did not finish within {wall_s:g} s"
+    return (data, None) if data else (None, f"the harness exited with code {harness.returncode} without a report")
+
+
+def kill_user(name: str) -> None:
+    """SIGKILL every process of user `name`: whatever the student's code left running, daemons too."""
+    uid = pwd.getpwnam(name).pw_uid
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)  # every process this uid may signal, except this one
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+class ImageSandbox:
+    """Grades inside the grader image, without starting a container: for platforms that run the
+    image themselves. Only offered where the image's marker file exists."""
+    name = "image"
+
+    def run(self, job: Job) -> RunResult:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="grade-") as work:
+            os.chmod(work, 0o755)
+            script = os.path.join(work, SCRIPT_NAME)
+            with open(script, "wb") as f:
+                f.write(job.source)
+            os.chmod(script, 0o444)
+            data, failure = run_job(job.to_harness(script), job.limits.wall_s)
+        duration = time.monotonic() - started
+        try:
+            report = json.loads(data) if data else None
+        except ValueError:
+            report, failure = None, "the harness's report is not JSON"
+        if not isinstance(report, dict):
+            return RunResult(None, duration, failure or "the harness gave no report")
+        return RunResult(report, duration)
+
+
+def main() -> int:
+    """The Docker backend's entry point: the job from /work, the report to stdout."""
+    with open(JOB) as f:
+        job = json.load(f)
+    wall_s = float(job.get("limits", {}).get("wall_s", 600))
+    data, _ = run_job(job, wall_s)
+    sys.stdout.buffer.write(data or b"")
     sys.stdout.flush()
     return 0 if data else 1
 

@@ -26,7 +26,7 @@ class Limits:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Limits":
+    def from_dict(cls, d: dict) -> Limits:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
@@ -107,7 +107,7 @@ class PidsCgroup:
         self.path = path
 
     @classmethod
-    def create(cls, max_pids: int) -> "PidsCgroup | None":
+    def create(cls, max_pids: int) -> PidsCgroup | None:
         """A new pids cgroup with this limit, or None where this process may not make one."""
         if os.geteuid() != 0:
             return None

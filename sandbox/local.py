@@ -45,7 +45,7 @@ class LocalSandbox:
                 os.close(write_fd)
             log = _Tail(process.stderr)
             try:
-                raw, timed_out = _read_until(read_fd, started + job.limits.wall_s)
+                raw, timed_out = read_until(read_fd, started + job.limits.wall_s)
             finally:
                 os.close(read_fd)
                 _kill_group(process)
@@ -64,7 +64,7 @@ class LocalSandbox:
         return RunResult(report, duration, None, log.text())
 
 
-def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
+def read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
     chunks, size = [], 0
     while True:
         wait = deadline - time.monotonic()

@@ -46,13 +46,15 @@ class HarnessPlugin:
 
     def pytest_configure(self, config):
         config.addinivalue_line("markers", "points(n): the points a test group is worth, shared by its cases")
+        config.addinivalue_line("markers", "visibility(when): who sees the test's result: 'visible' "
+                                           "(default), 'after_due_date' or 'hidden'")
 
     @pytest.fixture(scope="session")
     def student(self) -> Student:
         return self._student
 
     @pytest.fixture(scope="session")
-    def findings(self) -> "Findings":
+    def findings(self) -> Findings:
         return self.collected
 
     def pytest_collection_modifyitems(self, items):
@@ -70,9 +72,11 @@ class HarnessPlugin:
         status, feedback, internal = Verdict.of(call.excinfo)
         doc = (item.function.__doc__ or item.function.__name__).strip().splitlines()[0]
         bugs = [v for k, v in item.user_properties if k == "bug"]
+        shown = item.get_closest_marker("visibility")
         return {"grade": {"group": _group(item), "group_title": doc, "points": item.stash[_POINTS],
                           "status": status, "feedback": feedback, "internal": internal,
-                          "bugs": bugs, "case": getattr(item, "callspec", None) and item.callspec.id}}
+                          "bugs": bugs, "case": getattr(item, "callspec", None) and item.callspec.id,
+                          "visibility": shown.args[0] if shown else "visible"}}
 
 
 _POINTS = pytest.StashKey[float]()

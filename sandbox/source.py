@@ -18,7 +18,7 @@ class LineMap:
     spans: tuple[CellSpan, ...] = ()
 
     @classmethod
-    def from_list(cls, raw) -> "LineMap":
+    def from_list(cls, raw) -> LineMap:
         return cls(tuple(CellSpan(int(a), int(b), int(c)) for a, b, c in raw or ()))
 
     def to_list(self) -> list[list[int]]:

@@ -31,7 +31,7 @@ class EntrySpec:
     preload: tuple[str, ...] = ()  # modules the worker imports in the background once it is ready
 
     @classmethod
-    def from_dict(cls, d: dict) -> "EntrySpec":
+    def from_dict(cls, d: dict) -> EntrySpec:
         return cls(d["class_name"], tuple(d["init_args"]), tuple(d["forward_args"]),
                    int(d["forward_required"]), tuple(d.get("watch", ())), tuple(d.get("preload", ())))
 

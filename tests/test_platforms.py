@@ -1,0 +1,276 @@
+"""The platforms' contracts: each entry point runs on a platform's folder layout (made in a temporary
+folder; for PrairieLearn also inside the real image), and the file it writes is checked against the
+platform's rules as written in the research notes (required fields, types, score range, size)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import formats
+from grader import result as results_mod
+from tests.conftest import EXAMPLES, ROOT, SUBMISSIONS
+
+GS_FORMATS = {"text", "simple_format", "html", "md", "ansi"}
+GS_VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def check_gradescope(doc: dict, *, graded: bool = True) -> None:
+    """Gradescope's results.json rules (autograder specs)."""
+    assert isinstance(doc["execution_time"], (int, float))
+    assert isinstance(doc["output"], str) and doc["output_format"] in GS_FORMATS
+    assert doc["visibility"] in GS_VISIBILITY and doc["stdout_visibility"] in GS_VISIBILITY
+    assert isinstance(doc["tests"], list)
+    if not graded:
+        return
+    assert isinstance(doc["score"], (int, float)) and not isinstance(doc["score"], bool)
+    numbers = set()
+    for test in doc["tests"]:
+        assert isinstance(test["name"], str) and test["name"]
+        assert isinstance(test["number"], str) and test["number"] not in numbers
+        numbers.add(test["number"])
+        assert 0 <= test["score"] <= test["max_score"]
+        assert test["status"] in ("passed", "failed")
+        assert (test["status"] == "passed") == (test["score"] == test["max_score"])
+        assert isinstance(test["output"], str) and test["output_format"] in GS_FORMATS
+        assert isinstance(test["tags"], list) and all(isinstance(t, str) for t in test["tags"])
+        assert test["visibility"] in GS_VISIBILITY
+    if doc["tests"]:
+        assert abs(sum(t["score"] for t in doc["tests"]) - doc["score"]) < 1e-3
+
+
+def check_prairielearn(doc: dict, raw: bytes) -> None:
+    """PrairieLearn's external-grader results.json rules."""
+    assert len(raw) < 1_000_000
+    assert isinstance(doc["gradable"], bool)
+    if not doc["gradable"]:
+        errors = doc["format_errors"]
+        assert (isinstance(errors, str) and errors) or (errors and all(isinstance(e, str) for e in errors))
+        return
+    assert isinstance(doc["score"], (int, float)) and 0 <= doc["score"] <= 1
+    for key in ("message", "output"):
+        assert isinstance(doc.get(key, ""), str)
+    for test in doc["tests"]:
+        assert isinstance(test["name"], str) and isinstance(test["description"], str)
+        assert isinstance(test["points"], (int, float)) and isinstance(test["max_points"], (int, float))
+        assert 0 <= test["points"] <= test["max_points"]
+        assert isinstance(test["message"], str) and isinstance(test["output"], str)
+
+
+def run_entry(platform: str, root: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader", "platform", platform, "--root", str(root), *extra],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
+
+
+def upload(folder: Path, *files: Path, name: str | None = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        (folder / (name or f.name)).write_bytes(f.read_bytes())
+
+
+def results(root: Path) -> tuple[dict, bytes]:
+    raw = (root / "results" / "results.json").read_bytes()
+    return json.loads(raw), raw
+
+
+# ------------------------------------------------------------------------------------------ Gradescope
+
+def test_gradescope_entry_grades_a_buggy_upload_with_tagged_tests(tmp_path):
+    upload(tmp_path / "submission", EXAMPLES / "mask_after_softmax.py")
+    proc = run_entry("gradescope", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc, _ = results(tmp_path)
+    check_gradescope(doc)
+    assert 0 < doc["score"] < 100
+    failed = [t for t in doc["tests"] if t["status"] == "failed"]
+    assert failed and any("mask_after_softmax" in t["tags"] for t in failed)
+    tagged = next(t for t in failed if "mask_after_softmax" in t["tags"])
+    assert "Fix:" in tagged["output"] and "after the softmax" in tagged["output"]
+    assert "mask_after_softmax" in doc["output"]       # the bug paragraph leads the summary
+    assert "causal-self-attention" in proc.stdout       # readable feedback on stdout, for instructors
+
+
+def test_gradescope_entry_gives_full_marks_to_a_notebook_among_other_files(tmp_path):
+    folder = tmp_path / "submission"
+    upload(folder, EXAMPLES / "notebook.ipynb")
+    (folder / "notes.txt").write_text("my notes")
+    (folder / "helper.py").write_text("def helper():\n    return 1\n")
+    proc = run_entry("gradescope", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc, _ = results(tmp_path)
+    check_gradescope(doc)
+    assert doc["score"] == 100 and all(t["status"] == "passed" for t in doc["tests"])
+    assert doc["extra_data"]["submission"] == "notebook.ipynb"
+
+
+@pytest.mark.parametrize("case", ["syntax_error", "empty_upload"])
+def test_gradescope_rejected_upload_scores_zero_and_says_why(tmp_path, case):
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    if case == "syntax_error":
+        (folder / "attention.py").write_text("class CausalSelfAttention(:\n    pass\n")
+    proc = run_entry("gradescope", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc, _ = results(tmp_path)
+    check_gradescope(doc)
+    assert doc["score"] == 0 and doc["tests"] == []
+    assert "REJECTED" in doc["output"]
+    assert ("line 1" in doc["output"]) if case == "syntax_error" else ("no .py or .ipynb" in doc["output"])
+
+
+def test_gradescope_grader_failure_records_no_score_and_exits_1(tmp_path):
+    upload(tmp_path / "submission", EXAMPLES / "correct.py")
+    proc = run_entry("gradescope", tmp_path, "--sandbox", "docker",
+                     env={"GRADER_IMAGE": "attention-grader:no-such-tag"})
+    assert proc.returncode == 1
+    doc, _ = results(tmp_path)
+    check_gradescope(doc, graded=False)
+    assert "score" not in doc and doc["tests"] == []
+    assert doc["extra_data"]["status"] == "error" and "GRADER ERROR" in doc["output"]
+
+
+def test_results_left_by_the_student_are_replaced_never_followed(tmp_path):
+    upload(tmp_path / "submission", EXAMPLES / "padding_ignored.py")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("untouched")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "results.json").symlink_to(outside)
+    assert run_entry("gradescope", tmp_path).returncode == 0
+    doc, _ = results(tmp_path)
+    check_gradescope(doc)
+    assert doc["score"] < 100 and outside.read_text() == "untouched"
+    assert not (tmp_path / "results" / "results.json").is_symlink()
+
+
+def test_gradescope_export_bundle_installs_and_runs(tmp_path):
+    """The zip's setup.sh installs the grader (from the local wheelhouse here, PyPI on Gradescope),
+    and its run_autograder grades an upload the way Gradescope calls it."""
+    bundle = tmp_path / "autograder.zip"
+    proc = subprocess.run([sys.executable, "-m", "grader", "export", "gradescope", str(bundle)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    source = tmp_path / "autograder" / "source"
+    with zipfile.ZipFile(bundle) as z:
+        names = z.namelist()
+        assert {"setup.sh", "run_autograder"} <= set(names)
+        for name in ("setup.sh", "run_autograder"):
+            assert (z.getinfo(name).external_attr >> 16) & 0o111, f"{name} is not executable"
+        z.extractall(source)
+    for name in ("setup.sh", "run_autograder"):
+        os.chmod(source / name, 0o755)
+    prefix = tmp_path / "opt"
+    env = {**os.environ, "GRADER_PREFIX": str(prefix), "PIP_NO_INDEX": "1",
+           "PIP_FIND_LINKS": str(ROOT / "wheelhouse"), "PATH": f"{Path(sys.base_prefix) / 'bin'}:{os.environ['PATH']}"}
+    setup = subprocess.run(["bash", str(source / "setup.sh")], capture_output=True, text=True, timeout=600, env=env)
+    assert setup.returncode == 0, setup.stderr[-3000:]
+    assert "causal-self-attention" in setup.stdout
+    upload(tmp_path / "autograder" / "submission", EXAMPLES / "view_without_contiguous.py")
+    run = subprocess.run([str(source / "run_autograder")], capture_output=True, text=True, timeout=300,
+                         env={**env, "GRADER": str(prefix / "bin" / "grade"),
+                              "AUTOGRADER_ROOT": str(tmp_path / "autograder")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    doc, _ = results(tmp_path / "autograder")
+    check_gradescope(doc)
+    assert any("view_without_contiguous" in t["tags"] for t in doc["tests"])
+
+
+# ---------------------------------------------------------------------------------------- PrairieLearn
+
+def test_prairielearn_entry_scores_in_unit_range_with_per_test_points(tmp_path):
+    upload(tmp_path / "student", EXAMPLES / "padding_ignored.py")
+    assert not (tmp_path / "results").exists()
+    proc = run_entry("prairielearn", tmp_path, "--sandbox", "local")
+    assert proc.returncode == 0, proc.stderr
+    doc, raw = results(tmp_path)           # the entry point created the results folder
+    check_prairielearn(doc, raw)
+    assert doc["gradable"] is True and 0 < doc["score"] < 1
+    assert abs(sum(t["points"] for t in doc["tests"]) / 100 - doc["score"]) < 1e-4
+    assert "padding" in doc["message"].lower()
+
+
+def test_prairielearn_rejected_upload_is_not_gradable_and_keeps_the_attempt(tmp_path):
+    folder = tmp_path / "student"
+    folder.mkdir()
+    (folder / "attention.py").write_text("import torch\nclass Attention:\n    pass\n")
+    assert run_entry("prairielearn", tmp_path, "--sandbox", "local").returncode == 0
+    doc, raw = results(tmp_path)
+    check_prairielearn(doc, raw)
+    assert doc["gradable"] is False and "CausalSelfAttention" in doc["format_errors"][0]
+
+
+def test_prairielearn_file_stays_under_1_mb_when_the_student_floods_it(tmp_path):
+    folder = tmp_path / "student"
+    folder.mkdir()
+    source = (SUBMISSIONS / "correct" / "einsum.py").read_text()
+    # an exception message of 5 MB in every forward call: the feedback would be far above 1 MB
+    (folder / "attention.py").write_text(source + "\n\ndef _huge(self, *a, **k):\n"
+                                         "    raise ValueError('\\x1b[31m' + 'x' * 5_000_000)\n"
+                                         "CausalSelfAttention.forward = _huge\n")
+    assert run_entry("prairielearn", tmp_path, "--sandbox", "local").returncode == 0
+    doc, raw = results(tmp_path)
+    check_prairielearn(doc, raw)
+    assert doc["gradable"] and doc["score"] < 0.2
+    assert "\x1b" not in raw.decode()
+
+
+@pytest.mark.docker
+def test_prairielearn_external_grader_image_grades_the_mounted_folder(tmp_path):
+    """The real image, run the way PrairieLearn's grader host runs it: /grade mounted, the entry
+    point `grade-prairielearn`, network off."""
+    import docker
+    client = docker.from_env()
+    for name, source in (("good", EXAMPLES / "correct.py"), ("bad", SUBMISSIONS / "malformed" / "no_class.py")):
+        grade_dir = tmp_path / name
+        upload(grade_dir / "student", source)
+        (grade_dir / "data").mkdir()
+        (grade_dir / "data" / "data.json").write_text(json.dumps({"params": {}, "submitted_answers": {}}))
+        client.containers.run(os.environ.get("GRADER_IMAGE", "attention-grader:latest"),
+                              entrypoint=["grade-prairielearn"], network_mode="none", remove=True,
+                              volumes={str(grade_dir): {"bind": "/grade", "mode": "rw"}}, mem_limit="2g")
+        doc, raw = results(grade_dir)
+        check_prairielearn(doc, raw)
+        if name == "good":
+            assert doc["gradable"] and doc["score"] == 1.0
+            assert doc["extra_data"]["environment"]["sandbox"] == "image"
+        else:
+            assert doc["gradable"] is False and doc["format_errors"]
+
+
+# ------------------------------------------------------------------------------ visibility, both formats
+
+def _result_with_hidden_test() -> results_mod.GradeResult:
+    bug = results_mod.Bug(id="wrong_scale", title="Scores scaled wrongly", explanation="e", fix="f",
+              affects=("test_hidden",))
+    tests = (
+        results_mod.TestResult(id="a", name="Shape", group="test_01::test_shape", group_title="Shape",
+                   status=results_mod.TestStatus.PASSED, score=40, max_score=40),
+        results_mod.TestResult(id="b", name="Values", group="test_02::test_hidden", group_title="Values",
+                   status=results_mod.TestStatus.FAILED, score=0, max_score=60, feedback="got 1 expected 2",
+                   bugs=("wrong_scale",), visibility=results_mod.Visibility.AFTER_DUE_DATE),
+    )
+    result = results_mod.GradeResult(exercise="causal-self-attention", submission_name="s.py", submission_sha256="0",
+                         status=results_mod.Status.GRADED, score=40, max_score=100, tests=tests, bugs=(bug,))
+    import dataclasses
+
+    from grader import render
+    return dataclasses.replace(result, feedback=render.plain_text(result))
+
+
+def test_hidden_tests_keep_their_details_out_of_what_students_see_now():
+    result = _result_with_hidden_test()
+    gs = formats.gradescope(result)
+    check_gradescope(gs)
+    assert [t["visibility"] for t in gs["tests"]] == ["visible", "after_due_date"]
+    assert "Scores scaled wrongly" in gs["tests"][1]["output"]      # shown with its test, after the date
+    assert "Scores scaled wrongly" not in gs["output"] and "Values" not in gs["output"]
+    assert "not shown yet" in gs["output"]
+    pl = formats.prairielearn(result)
+    raw = json.dumps(pl).encode()
+    check_prairielearn(pl, raw)
+    assert pl["score"] == 0.4 and b"got 1 expected 2" not in raw and b"Scores scaled wrongly" not in raw
+    assert pl["tests"][-1]["name"] == "Tests not shown" and pl["tests"][-1]["max_points"] == 60
