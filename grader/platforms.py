@@ -74,7 +74,7 @@ if [ -z "$python" ]; then  # Gradescope's Ubuntu images: Python 3.11 is a packag
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11 python3.11-venv >/dev/null
   python=$(command -v python3.11)
 fi
-command -v unshare >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq util-linux >/dev/null; }
+command -v unshare >/dev/null || {{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq util-linux >/dev/null; }}
 
 "$python" -m venv "$prefix"
 "$prefix/bin/pip" install --quiet --disable-pip-version-check "$here/attention-grader"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+import sys
 
 _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _SYS_CAPSET = 126
@@ -102,16 +103,23 @@ def _allow(libc, ruleset: int, path: str, access: int) -> None:
         os.close(fd)
 
 
-def readable_roots(hidden: list[str], top: str = "/") -> list[str]:
+def readable_roots(hidden: list[str], top: str = "/", keep: list[str] | None = None) -> list[str]:
     """Folders and files that together cover everything under `top` except the hidden paths:
-    where a hidden path lies below a folder, that folder's other entries are listed instead."""
-    hidden_real = {os.path.realpath(h) for h in hidden if os.path.lexists(h)}
+    where a hidden path lies below a folder, that folder's other entries are listed instead.
+    `keep` (default: Python's own installation and import path) stays readable even inside a hidden
+    folder, minus whatever hidden path lies within it."""
+    real = {os.path.realpath(h) for h in hidden if os.path.lexists(h)}
+    if keep is None:
+        keep = [sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p)]
+    kept = {os.path.realpath(k) for k in keep if os.path.exists(k)} - real
+
+    def below(path: str, folder: str) -> bool:
+        return path.startswith(folder.rstrip("/") + "/")
 
     def cover(folder: str) -> list[str]:
-        if folder in hidden_real:
-            return []
-        inside = [h for h in hidden_real if h.startswith(folder.rstrip("/") + "/")]
-        if not inside:
+        if folder in real:
+            return [p for k in kept if below(k, folder) for p in cover(k)]
+        if not any(below(h, folder) for h in real):
             return [folder]
         try:
             names = os.listdir(folder)
@@ -120,9 +128,8 @@ def readable_roots(hidden: list[str], top: str = "/") -> list[str]:
         found = []
         for name in names:
             path = os.path.join(folder, name)
-            if os.path.islink(path):
-                continue  # a link is reached through its target's own rule
-            found += cover(path)
+            if not os.path.islink(path):  # a link is reached through its target's own rule
+                found += cover(path)
         return found
 
     return cover(os.path.realpath(top))
