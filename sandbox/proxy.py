@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -404,8 +405,11 @@ class Student:
         info = self.request("new", args=list(args), dtype=dtype, seed=seed, train=train)
         try:
             return RemoteModule(self, info, dtype)
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
             raise WorkerFailure("protocol", "the worker described the new module in a malformed way") from err
+
+
+MAX_DIM, MAX_PARAM_NUMEL = 1 << 20, 1 << 26
 
 
 class RemoteModule:
@@ -419,6 +423,9 @@ class RemoteModule:
         self.children = {str(k): [str(c) for c in v] for k, v in dict(info.get("children", {})).items()}
         self.params = {str(k): tuple(int(s) for s in v) for k, v in dict(info.get("params", {})).items()}
         self.n_params = int(info.get("n_params", -1))
+        for shape in self.params.values():  # the worker's word: a shape the harness could not allocate is a lie
+            if any(not 0 <= s <= MAX_DIM for s in shape) or math.prod(shape) > MAX_PARAM_NUMEL:
+                raise ValueError(f"implausible parameter shape {shape}")
 
     def _request(self, op: str, **fields) -> dict:
         if self.student.worker is not self.worker:

@@ -58,3 +58,24 @@ def grade_cached():
             cache[key] = grade(path, *extra)
         return cache[key]
     return run
+
+
+_ATTACK_OUTCOMES: list[dict] = []
+
+
+@pytest.fixture(scope="session")
+def attack_outcomes() -> list[dict]:
+    """Each attack's result, for the table printed at the end of the run."""
+    return _ATTACK_OUTCOMES
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _ATTACK_OUTCOMES:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("attack suite")
+    write(f"{'attack':36} {'sandbox':8} {'status':9} {'score':>6} {'honest':>6} {'seconds':>7}  outcome")
+    for o in _ATTACK_OUTCOMES:
+        score = "-" if o["score"] is None else f"{o['score']:g}"
+        write(f"{o['attack']:36} {o['sandbox']:8} {str(o['status']):9} {score:>6} {o['honest']:>6g} "
+              f"{o['seconds']:7.1f}  {o.get('outcome', 'FAILED')}")

@@ -330,12 +330,41 @@ def _forbidden(student, found: Diagnosis, source_lines, locate):
 
 
 def _line_naming(source_lines: list[str], names, *, inside_class: str) -> int | None:
-    """The first line inside `class inside_class` that names one of `names` (a self-test elsewhere
-    in the file may compare with nn.MultiheadAttention: that is allowed)."""
+    """The first line of the code `class inside_class` can reach that names one of `names`: the
+    class itself, and the module-level functions, classes and assignments it refers to, followed
+    from name to name. A self-test elsewhere in the file may compare with nn.MultiheadAttention:
+    that is allowed, as long as the class does not reach it."""
     try:
         tree = ast.parse("\n".join(source_lines))
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
+    defined: dict[str, list[ast.AST]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.setdefault(node.name, []).append(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        defined.setdefault(name.id, []).append(node)
+    todo = list(defined.get(inside_class, []))
+    seen: set[int] = set()
+    hits = []
+    while todo:
+        top = todo.pop()
+        if id(top) in seen:
+            continue
+        seen.add(id(top))
+        for node in ast.walk(top):
+            named = getattr(node, "attr", None) or getattr(node, "id", None)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named = node.value  # getattr(F, "multi_head_attention_forward")
+            if named in names:
+                hits.append(node.lineno)
+            if isinstance(node, ast.Name):
+                todo += defined.get(node.id, [])
+    return min(hits) if hits else None
     for cls in ast.walk(tree):
         if isinstance(cls, ast.ClassDef) and cls.name == inside_class:
             for node in ast.walk(cls):
