@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 
+from grader import render
 from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility
 
 FORMATS = ("native", "gradescope", "prairielearn")
@@ -63,7 +64,7 @@ def gradescope(result: GradeResult) -> dict:
     if result.status is Status.ERROR:
         return document
     document["score"] = round(result.score or 0.0, 4)
-    numbers = _numbers(result.tests)
+    numbers = _numbers(result)
     document["tests"] = [{
         "name": _clean(test.name, 300),
         "number": numbers[test.id],
@@ -79,16 +80,10 @@ def gradescope(result: GradeResult) -> dict:
     return document
 
 
-def _numbers(tests: tuple[TestResult, ...]) -> dict[str, str]:
+def _numbers(result: GradeResult) -> dict[str, str]:
     """"group.case" numbers in suite order, as Gradescope sorts them."""
-    groups: dict[str, int] = {}
-    cases: dict[str, int] = {}
-    numbers = {}
-    for test in tests:
-        group = groups.setdefault(test.group, len(groups) + 1)
-        cases[test.group] = cases.get(test.group, 0) + 1
-        numbers[test.id] = f"{group}.{cases[test.group]}"
-    return numbers
+    return {test.id: f"{g}.{c}" for g, group in enumerate(result.groups(), 1)
+            for c, test in enumerate(group.tests, 1)}
 
 
 # -------------------------------------------------------------------------------------- PrairieLearn
@@ -109,7 +104,7 @@ def prairielearn(result: GradeResult) -> dict:
         "description": _clean(test.group_title, 300),
         "points": round(test.score, 4),
         "max_points": round(test.max_score, 4),
-        "message": _status_line(test),
+        "message": render.status_label(test),
         "output": _clean(_test_output(test, result.bugs), MAX_TEST_OUTPUT),
     } for test in shown.tests]
     held = [t for t in result.tests if t.visibility is not Visibility.VISIBLE]
@@ -129,7 +124,6 @@ def prairielearn(result: GradeResult) -> dict:
 
 def _summary(result: GradeResult, shown: GradeResult) -> str:
     """The readable text for the whole submission, made only of what the student may see now."""
-    from grader import render
     return render.plain_text(shown) if shown is not result else result.feedback or render.plain_text(result)
 
 
@@ -139,11 +133,6 @@ def _headline(result: GradeResult, shown: GradeResult) -> str:
     if bugs:
         line += " " + " ".join(f"{b.title}." for b in bugs)
     return line
-
-
-def _status_line(test: TestResult) -> str:
-    return {TestStatus.PASSED: "passed", TestStatus.FAILED: "wrong result", TestStatus.ERROR: "your code raised an error",
-            TestStatus.TIMEOUT: "timed out", TestStatus.SKIPPED: "not run"}[test.status]
 
 
 def _test_output(test: TestResult, bugs: tuple[Bug, ...]) -> str:

@@ -39,11 +39,12 @@ def write_results(target: Path, text: str) -> None:
     a symlink pointing elsewhere), so it is removed first and the file is created anew, never
     followed through a link.
     """
-    for path in (target.parent, target):
-        if path.is_symlink() or (path is target and path.is_file()):
-            path.unlink()
-        elif path is target and path.exists():
-            shutil.rmtree(path)
+    if target.parent.is_symlink():
+        target.parent.unlink()
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.exists():
+        shutil.rmtree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w") as f:

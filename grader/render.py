@@ -80,7 +80,7 @@ def _failures(result: GradeResult) -> list:
                                    f"  ({len(failed)} of {len(group.tests)} cases)"))
         # The first failure in full; the other failing cases by name (the JSON has each in full).
         first = failed[0]
-        body = Text(f"{_case(first, group.title)} — {_label(first)}\n", style="dim")
+        body = Text(f"{_case(first, group.title)} — {status_label(first)}\n", style="dim")
         body.append(first.feedback or "(no details)")
         parts.append(Padding(body, (0, 0, 0, 4)))
         others = [_case(t, group.title) for t in failed[1:]]
@@ -94,7 +94,8 @@ def _case(test, group_title: str) -> str:
     return test.name[len(group_title):].strip() or "the test"
 
 
-def _label(test) -> str:
+def status_label(test) -> str:
+    """How a test ended, in a few words (the terminal's and the platforms' test lines)."""
     return {TestStatus.FAILED: "wrong", TestStatus.ERROR: "your code raised an error",
             TestStatus.TIMEOUT: "timed out"}.get(test.status, test.status.value)
 

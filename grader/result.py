@@ -63,6 +63,11 @@ class TestResult:
     bugs: tuple[str, ...] = ()
     visibility: Visibility = Visibility.VISIBLE
 
+    @property
+    def function(self) -> str:
+        """The test function the case belongs to: what a bug's `affects` names."""
+        return self.group.rsplit("::", 1)[-1]
+
     def to_dict(self) -> dict:
         return {"id": self.id, "name": self.name, "group": self.group, "status": self.status.value,
                 "score": round(self.score, 4), "max_score": round(self.max_score, 4),
@@ -112,8 +117,7 @@ class GradeResult:
         shown = tuple(t for t in self.tests if t.visibility is Visibility.VISIBLE)
         if len(shown) == len(self.tests):
             return self
-        hidden_groups = {t.group.rsplit("::", 1)[-1] for t in self.tests} - \
-            {t.group.rsplit("::", 1)[-1] for t in shown}
+        hidden_groups = {t.function for t in self.tests} - {t.function for t in shown}
         bugs = tuple(b for b in self.bugs if not b.affects or not set(b.affects) <= hidden_groups)
         held = [t for t in self.tests if t.visibility is not Visibility.VISIBLE]
         withheld = (f"{len(held)} more test{'s' if len(held) > 1 else ''}, worth "

@@ -90,8 +90,7 @@ def _with_bugs(test: TestResult, bugs: tuple[Bug, ...]) -> TestResult:
     """A failed test carries the diagnosed bugs that cost points in its group."""
     if test.status is TestStatus.PASSED:
         return test
-    function = test.group.rsplit("::", 1)[-1]
-    ids = list(test.bugs) + [b.id for b in bugs if function in b.affects and b.id not in test.bugs]
+    ids = list(test.bugs) + [b.id for b in bugs if test.function in b.affects and b.id not in test.bugs]
     return dataclasses.replace(test, bugs=tuple(ids))
 
 

@@ -1,6 +1,7 @@
 """What every sandbox backend takes and gives back, and the registry that picks one by name."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,6 +30,15 @@ class RunResult:
     duration_s: float
     failure: str | None = None      # set when there is no report: what went wrong
     log_tail: str = ""              # the end of the harness's stderr, for diagnosing grader faults
+
+
+def parse_report(raw: bytes | None) -> dict | None:
+    """The harness's report if `raw` is a JSON object, else None (nothing, a cut stream, garbage)."""
+    try:
+        report = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return report if isinstance(report, dict) else None
 
 
 class Sandbox(Protocol):

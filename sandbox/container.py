@@ -24,8 +24,8 @@ import sys
 import tempfile
 import time
 
-from sandbox.backend import SCRIPT_NAME, Job, RunResult
-from sandbox.local import read_until
+from sandbox.backend import SCRIPT_NAME, Job, RunResult, parse_report
+from sandbox.local import kill_group, read_until
 from sandbox.proxy import zygote_env
 
 HARNESS_USER, STUDENT_USER = "grader", "student"
@@ -62,7 +62,7 @@ def run_job(job: dict, wall_s: float) -> tuple[bytes | None, str | None]:
         data, timed_out = read_until(read_fd, started + wall_s)
     finally:
         os.close(read_fd)
-        _kill_group(harness)
+        kill_group(harness)
         kill_user(STUDENT_USER)
     if timed_out:
         return None, f"the sandbox did not finish within {wall_s:g} s"
@@ -84,14 +84,6 @@ def kill_user(name: str) -> None:
     os.waitpid(pid, 0)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
-
-
 class ImageSandbox:
     """Grades inside the grader image, without starting a container: for platforms that run the
     image themselves. Only offered where the image's marker file exists."""
@@ -107,12 +99,9 @@ class ImageSandbox:
             os.chmod(script, 0o444)
             data, failure = run_job(job.to_harness(script), job.limits.wall_s)
         duration = time.monotonic() - started
-        try:
-            report = json.loads(data) if data else None
-        except ValueError:
-            report, failure = None, "the harness's report is not JSON"
-        if not isinstance(report, dict):
-            return RunResult(None, duration, failure or "the harness gave no report")
+        report = parse_report(data)
+        if report is None:
+            return RunResult(None, duration, failure or "the harness's report is not a JSON object")
         return RunResult(report, duration)
 
 

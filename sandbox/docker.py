@@ -15,7 +15,7 @@ import tarfile
 import time
 import uuid
 
-from sandbox.backend import SCRIPT_NAME, Job, RunResult, SandboxUnavailable
+from sandbox.backend import SCRIPT_NAME, Job, RunResult, SandboxUnavailable, parse_report
 
 DEFAULT_IMAGE = "attention-grader:latest"
 MEMORY = "4g"           # the worker's own address-space limit (3 GiB) is hit first
@@ -78,11 +78,8 @@ class DockerSandbox:
         duration = time.monotonic() - started
         if timed_out:
             return RunResult(None, duration, f"the container did not finish within {job.limits.wall_s:g} s", log)
-        try:
-            report = json.loads(report_bytes)
-        except ValueError:
-            report = None
-        if not isinstance(report, dict):
+        report = parse_report(report_bytes)
+        if report is None:
             return RunResult(None, duration, "the container exited without a report", log)
         return RunResult(report, duration, None, log)
 

@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 
-from sandbox.backend import SCRIPT_NAME, Job, RunResult
+from sandbox.backend import SCRIPT_NAME, Job, RunResult, parse_report
 
 MAX_REPORT_BYTES = 64 << 20
 
@@ -48,17 +48,14 @@ class LocalSandbox:
                 raw, timed_out = read_until(read_fd, started + job.limits.wall_s)
             finally:
                 os.close(read_fd)
-                _kill_group(process)
+                kill_group(process)
                 log.join()
         duration = time.monotonic() - started
         if timed_out:
             return RunResult(None, duration, f"the sandbox did not finish within {job.limits.wall_s:g} s",
                              log.text())
-        try:
-            report = json.loads(raw) if raw else None
-        except ValueError:
-            report = None
-        if not isinstance(report, dict):
+        report = parse_report(raw)
+        if report is None:
             return RunResult(None, duration, f"the harness exited with code {process.returncode} "
                                              f"without a report", log.text())
         return RunResult(report, duration, None, log.text())
@@ -79,7 +76,8 @@ def read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
         chunks.append(chunk)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the process group `process` leads (started with start_new_session), then reap it."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

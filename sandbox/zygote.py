@@ -19,6 +19,7 @@ import sys
 import time
 
 from sandbox import limits as limits_mod
+from sandbox.confine import confine
 
 
 def main() -> None:
@@ -91,7 +92,6 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
                                                     processes_capped=bool(command.get("processes_capped")),
                                                     really_root=bool(command.get("really_root", True)))
         os.environ.update(TMPDIR=command["cwd"], HOME=command["cwd"])
-        from sandbox.confine import confine
         notes += confine(writable=[command["cwd"]], hidden=list(command.get("hidden") or ()))
         from sandbox import worker
         worker.serve(req_fd, resp_fd, command["path"], worker.EntrySpec.from_dict(command["entry"]),

@@ -365,10 +365,4 @@ def _line_naming(source_lines: list[str], names, *, inside_class: str) -> int | 
             if isinstance(node, ast.Name):
                 todo += defined.get(node.id, [])
     return min(hits) if hits else None
-    for cls in ast.walk(tree):
-        if isinstance(cls, ast.ClassDef) and cls.name == inside_class:
-            for node in ast.walk(cls):
-                if (getattr(node, "attr", None) or getattr(node, "id", None)) in names:
-                    return node.lineno
-    return None
 
