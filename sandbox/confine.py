@@ -106,11 +106,13 @@ def _allow(libc, ruleset: int, path: str, access: int) -> None:
 def readable_roots(hidden: list[str], top: str = "/", keep: list[str] | None = None) -> list[str]:
     """Folders and files that together cover everything under `top` except the hidden paths:
     where a hidden path lies below a folder, that folder's other entries are listed instead.
-    `keep` (default: Python's own installation and import path) stays readable even inside a hidden
-    folder, minus whatever hidden path lies within it."""
+    `keep` (default: Python's own installation and import path, and this package, which the worker
+    runs: an editable install in a checkout under /tmp is on no import path) stays readable even
+    inside a hidden folder, minus whatever hidden path lies within it."""
     real = {os.path.realpath(h) for h in hidden if os.path.lexists(h)}
     if keep is None:
-        keep = [sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p)]
+        keep = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.abspath(__file__)),
+                *(p for p in sys.path if p)]
     kept = {os.path.realpath(k) for k in keep if os.path.exists(k)} - real
 
     def below(path: str, folder: str) -> bool:

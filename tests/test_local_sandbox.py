@@ -1,4 +1,5 @@
 """The local sandbox's isolation, seen from a submission: no network, limits applied, nothing left."""
+import os
 import socket
 import subprocess
 import threading
@@ -86,3 +87,19 @@ if len(_pids) > 20 or os.path.exists(f"/proc/{os.getppid()}/fd/0") and os.getppi
     result = grade(path).result
     assert result["status"] == "graded", result["message"]
     assert result["score"] == 100
+
+
+def test_the_sandbox_code_stays_readable_when_the_project_lies_in_a_hidden_folder(tmp_path):
+    """A checkout under /tmp (an editable install, on no import path) must not hide the worker's own
+    code from it, while the exercise beside it stays hidden."""
+    import sandbox
+    from sandbox.confine import readable_roots
+    package = os.path.dirname(os.path.abspath(sandbox.__file__))
+    project = os.path.dirname(package)
+    exercise_dir = os.path.join(project, "exercise")
+    roots = readable_roots([project, exercise_dir], keep=None)
+
+    def covered(path):
+        return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+    assert covered(os.path.join(package, "worker.py"))
+    assert not covered(os.path.join(exercise_dir, "causal_self_attention", "reference.py"))
