@@ -38,12 +38,7 @@ def run_job(job: dict, wall_s: float) -> tuple[bytes | None, str | None]:
     """Run the harness on `job` (its `submission` readable by both users). Returns the raw report,
     or None and why there is none."""
     started = time.monotonic()
-    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    subprocess.Popen([sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())],
-                     pass_fds=[child.fileno()], user=STUDENT_USER, group=STUDENT_USER, extra_groups=[],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     cwd=SCRATCH, env=zygote_env(), start_new_session=True)
-    child.close()
+    parent, _ = start_student_zygote()
     read_fd, write_fd = os.pipe()
     job = {**job, "zygote_fd": parent.fileno(), "scratch": SCRATCH}
     harness = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.harness", "-", str(write_fd)],
@@ -67,6 +62,18 @@ def run_job(job: dict, wall_s: float) -> tuple[bytes | None, str | None]:
     if timed_out:
         return None, f"the sandbox did not finish within {wall_s:g} s"
     return (data, None) if data else (None, f"the harness exited with code {harness.returncode} without a report")
+
+
+def start_student_zygote() -> tuple[socket.socket, subprocess.Popen]:
+    """A zygote running as the student user, and the socket that commands it."""
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())],
+                               pass_fds=[child.fileno()], user=STUDENT_USER, group=STUDENT_USER,
+                               extra_groups=[], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, cwd=SCRATCH, env=zygote_env(),
+                               start_new_session=True)
+    child.close()
+    return parent, process
 
 
 def kill_user(name: str) -> None:

@@ -15,7 +15,13 @@ import tarfile
 import time
 import uuid
 
-from sandbox.backend import SCRIPT_NAME, Job, RunResult, SandboxUnavailable, parse_report
+from sandbox.backend import (
+    SCRIPT_NAME,
+    Job,
+    RunResult,
+    SandboxUnavailable,
+    parse_report,
+)
 
 DEFAULT_IMAGE = "attention-grader:latest"
 MEMORY = "4g"           # the worker's own address-space limit (3 GiB) is hit first
@@ -55,10 +61,7 @@ class DockerSandbox:
         try:
             container = client.containers.create(
                 self.image, name=f"grade-{tag}", labels={"attention-grader": "grade"},
-                network_mode="none", mem_limit=MEMORY, memswap_limit=MEMORY,
-                nano_cpus=int(CPUS * 1e9), pids_limit=PIDS, read_only=True, tmpfs=TMPFS,
-                cap_drop=["ALL"], cap_add=["SETUID", "SETGID"], security_opt=["no-new-privileges"],
-                volumes={volume.name: {"bind": "/work", "mode": "rw"}}, user="root", detach=True)
+                volumes={volume.name: {"bind": "/work", "mode": "rw"}}, **container_options())
             container.put_archive("/work", _archive(job))
             container.start()
             try:
@@ -82,6 +85,13 @@ class DockerSandbox:
         if report is None:
             return RunResult(None, duration, "the container exited without a report", log)
         return RunResult(report, duration, None, log)
+
+
+def container_options() -> dict:
+    """How every grading container is locked down (see the module docstring)."""
+    return dict(network_mode="none", mem_limit=MEMORY, memswap_limit=MEMORY, nano_cpus=int(CPUS * 1e9),
+                pids_limit=PIDS, read_only=True, tmpfs=dict(TMPFS), cap_drop=["ALL"],
+                cap_add=["SETUID", "SETGID"], security_opt=["no-new-privileges"], user="root", detach=True)
 
 
 def _archive(job: Job) -> bytes:

@@ -32,8 +32,10 @@ class HarnessFault(Exception):
 def run(job: dict) -> dict:
     """Grade one submission inside the sandbox and return the raw report."""
     started = time.monotonic()
-    if "zygote_fd" in job:  # inside the container, the entry point started it as the student user
-        zygote = Zygote.attached(int(job["zygote_fd"]))
+    if "zygote_fd" in job:  # started by the container's entry point or a warm server
+        zygote = Zygote.attached(int(job["zygote_fd"]), ready=bool(job.get("zygote_ready")),
+                                 notes=list(job.get("zygote_notes") or ()),
+                                 capped=bool(job.get("zygote_capped")))
     else:
         zygote = Zygote.start(isolate=job.get("isolate", True), max_pids=ZYGOTE_PIDS)
     import exercise
@@ -134,6 +136,16 @@ def _environment() -> dict:
             "pytest": pytest.__version__}
 
 
+def report_text(job: dict) -> str:
+    """The report on `job` as JSON text; a fault of the harness itself becomes a report of status error."""
+    try:
+        return json.dumps(run(job))
+    except Exception as err:  # the harness's last resort: report the fault instead of a traceback
+        import traceback
+        return json.dumps({"schema": REPORT_SCHEMA, "status": "error", "error": f"{type(err).__name__}: {err}",
+                           "traceback": traceback.format_exc()})
+
+
 def main() -> None:
     job_path, report_fd = sys.argv[1], int(sys.argv[2])
     if job_path == "-":
@@ -141,12 +153,7 @@ def main() -> None:
     else:
         with open(job_path) as f:
             job = json.load(f)
-    try:
-        text = json.dumps(run(job))
-    except Exception as err:  # the harness's last resort: report the fault instead of a traceback
-        import traceback
-        text = json.dumps({"schema": REPORT_SCHEMA, "status": "error", "error": f"{type(err).__name__}: {err}",
-                           "traceback": traceback.format_exc()})
+    text = report_text(job)
     with os.fdopen(report_fd, "w") as out:
         out.write(text)
 

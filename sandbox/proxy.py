@@ -78,6 +78,7 @@ class Zygote:
     def __init__(self, control: socket.socket, process: subprocess.Popen | None, notes: list[str],
                  cgroup: PidsCgroup | None = None):
         self.control, self.process, self.notes, self.cgroup = control, process, notes, cgroup
+        self.processes_capped = cgroup is not None  # a pids cgroup bounds the zygote and its workers
         self.lock = threading.Lock()
         self._ready: dict | None = None
 
@@ -98,9 +99,16 @@ class Zygote:
         return cls(parent, process, notes, cgroup)
 
     @classmethod
-    def attached(cls, fd: int) -> Zygote:
-        """A zygote someone else started (the container's entry point), reached through `fd`."""
-        return cls(socket.socket(fileno=fd), None, [])
+    def attached(cls, fd: int, *, ready: bool = False, notes: list[str] | None = None,
+                 capped: bool = False) -> Zygote:
+        """A zygote someone else started (a container's entry point, a warm server), reached through
+        `fd`; `ready` when that one already took its ready message, `capped` when it put it in a
+        pids cgroup."""
+        zygote = cls(socket.socket(fileno=fd), None, list(notes or ()))
+        zygote.processes_capped = capped
+        if ready:
+            zygote._ready = {"event": "ready"}
+        return zygote
 
     def wait_ready(self, timeout_s: float) -> None:
         if self._ready is None:
@@ -112,7 +120,7 @@ class Zygote:
         resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
         command = {"op": "spawn", "path": path, "cwd": cwd, "limits": limits.to_dict(),
-                   "processes_capped": self.cgroup is not None, "entry": entry.to_dict(),
+                   "processes_capped": self.processes_capped, "entry": entry.to_dict(),
                    "really_root": os.geteuid() == 0, "hidden": list(hidden)}
         try:
             with self.lock:

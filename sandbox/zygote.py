@@ -53,6 +53,11 @@ def main() -> None:
             _send(control, {"ok": True})
         elif op == "status":
             _send(control, {"status": _wait_status(command["pid"], statuses, command.get("wait_s", 0.5))})
+        elif op == "reset":
+            clean = _reset(command.get("scope"), statuses)
+            if clean and command.get("scope") == "uid":
+                clean = _remove_own_files(command.get("wipe") or ())
+            _send(control, {"reset": command.get("id"), "clean": clean})
         else:
             _send(control, {"error": f"unknown op {op}"})
 
@@ -132,6 +137,72 @@ def _wait_status(pid: int, statuses: dict[int, int], wait_s: float) -> int | Non
         if pid in statuses or time.monotonic() >= end:
             return statuses.get(pid)
         time.sleep(0.01)
+
+
+def _reset(scope: str | None, statuses: dict[int, int], wait_s: float = 5.0) -> bool:
+    """Kill every process this zygote can signal but itself, for the next submission of a warm
+    sandbox; True once none is left. Only where that set is exactly the student's processes: as
+    PID 1 of a PID namespace ("namespace"), or as a user that exists only for the student ("uid",
+    never root). Elsewhere it kills nothing and answers False, and the caller starts a new zygote."""
+    if scope == "namespace" and os.getpid() != 1 or scope == "uid" and os.getuid() == 0 \
+            or scope not in ("namespace", "uid"):
+        return False
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)  # every process we may signal, except ourselves
+        except ProcessLookupError:
+            pass
+        _wait_status(0, statuses, 0)
+        if not _others_alive(scope):
+            statuses.clear()
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
+
+
+def _remove_own_files(roots) -> bool:
+    """Remove what this (non-root) user made under `roots`; True when nothing of it is left."""
+    uid, left = os.getuid(), False
+    for root in roots:
+        for folder, dirs, files in os.walk(root, topdown=False):
+            for name in files + dirs:
+                path = os.path.join(folder, name)
+                try:
+                    if os.lstat(path).st_uid != uid:
+                        continue
+                    if name in dirs and not os.path.islink(path):
+                        os.rmdir(path)
+                    else:
+                        os.unlink(path)
+                except FileNotFoundError:
+                    pass
+                except OSError:
+                    left = True
+    return not left
+
+
+def _others_alive(scope: str) -> bool:
+    """Whether any process but this one is left: in a PID namespace every process is our
+    descendant, so having no child left is enough; as the student's user, /proc tells."""
+    if scope == "namespace":
+        try:
+            os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        return True
+    uid, me = os.getuid(), os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me:
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if ":" in line)
+            except OSError:
+                continue
+            if int(fields.get("Uid", "-1").split()[0]) == uid and not fields.get("State", "").strip().startswith("Z"):
+                return True
+    return False
 
 
 def _send(control: socket.socket, message: dict) -> None:

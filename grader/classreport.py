@@ -1,0 +1,447 @@
+"""What a batch regrade of a whole class produced, for the instructor.
+
+Three views of the same rows: a gradebook CSV (one line per submission), a self-contained HTML
+class report (no JavaScript, no external URLs, inline CSS and SVG), and a short terminal summary.
+Submission names and rejection messages are student-controlled text: the CSV guards them against
+spreadsheet formula injection, the HTML escapes them, the terminal prints them as plain `Text`.
+"""
+from __future__ import annotations
+
+import csv
+import html
+import io
+import math
+import os
+import re
+import secrets
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+GRADEBOOK_HEADER = ("submission", "status", "score", "max_score", "bugs", "duration_s")
+SCORED = ("graded", "rejected")     # statuses that carry a score (a rejection scores 0)
+BINS = 10
+TOP_GROUPS = 10
+MAX_MESSAGE = 500                   # characters of a rejection/error message shown in the HTML
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PARAMS = re.compile(r"\s*\[[^\]]*\]\s*$")
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Row:
+    """One submission of the batch, as the batch runner saw it."""
+    submission: str          # the submission's key: its path relative to the batch folder
+    status: str              # "graded" | "rejected" | "error"
+    score: float | None      # None when status == "error"
+    max_score: float
+    bug_ids: tuple[str, ...]  # ids of the bugs diagnosed
+    duration_s: float
+    result: dict | None = None   # the native result JSON; None when no result exists
+    result_file: str = ""        # path of the result JSON relative to the output folder, for links
+
+
+@dataclass(frozen=True)
+class BugCount:
+    """One bug id across the class: how many submissions made it, and how to fix it."""
+    id: str
+    title: str
+    fix: str
+    advice: bool                     # style advice, worth no points
+    count: int                       # submissions that made it (each counted once)
+    submissions: tuple[str, ...]     # their names, sorted
+
+
+@dataclass(frozen=True)
+class GroupStat:
+    """One test group across the graded submissions: how much of its points the class earned."""
+    group: str                # the group key, e.g. "test_01_interface::test_layers"
+    title: str                # readable: a test name without its " [params]"
+    mean_fraction: float      # mean over graded submissions of score / max_score, in [0, 1]
+    lost: int                 # graded submissions that lost points in it
+    submissions: int          # graded submissions that ran it
+
+
+@dataclass
+class ClassSummary:
+    """Everything the report and the terminal summary show, computed once from the rows."""
+    total: int
+    graded: int
+    rejected: int
+    errors: int                          # grader failures (and any unknown status): no score
+    error_submissions: tuple[str, ...]   # their names, sorted: to be rerun
+    max_score: float                     # the largest max_score of a scored row (0 when none)
+    mean: float | None                   # over graded + rejected; None when none has a score
+    median: float | None
+    histogram: tuple[int, ...]           # BINS counts of graded + rejected, by fraction of max
+    bugs: tuple[BugCount, ...]           # mistakes most common first, then advice
+    weakest: tuple[GroupStat, ...]       # at most TOP_GROUPS groups that lost points, worst first
+
+    def bin_labels(self) -> list[str]:
+        """'0–10', '10–20', ... in points of max_score (in percent when there is no max)."""
+        top = self.max_score if self.max_score > 0 else 100.0
+        edges = [_num(top * i / BINS) for i in range(BINS + 1)]
+        return [f"{edges[i]}–{edges[i + 1]}" for i in range(BINS)]
+
+    @property
+    def mistakes(self) -> tuple[BugCount, ...]:
+        """The bugs that cost points (advice left out)."""
+        return tuple(b for b in self.bugs if not b.advice)
+
+
+# ------------------------------------------------------------------------------------------ gradebook
+
+def write_gradebook(rows: list[Row], path: str | os.PathLike) -> None:
+    """The gradebook CSV, one line per submission sorted by name, written atomically."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(GRADEBOOK_HEADER)
+    for row in sorted(rows, key=lambda r: r.submission):
+        writer.writerow([
+            _guard_formula(row.submission),
+            row.status,
+            "" if row.score is None else _num(row.score),
+            _num(row.max_score),
+            ";".join(dict.fromkeys(row.bug_ids)),
+            f"{row.duration_s:.1f}",
+        ])
+    _write_atomic(path, out.getvalue())
+
+
+def _guard_formula(text: str) -> str:
+    """A cell a spreadsheet would run as a formula gets a leading apostrophe."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+# -------------------------------------------------------------------------------------------- summary
+
+def summarize(rows: list[Row]) -> ClassSummary:
+    """Counts, score statistics, histogram, bug counts and weakest test groups of a batch."""
+    scored = [r for r in rows if r.status in SCORED]
+    errored = [r for r in rows if r.status not in SCORED]
+    scores = [_score(r) for r in scored]
+    return ClassSummary(
+        total=len(rows),
+        graded=sum(r.status == "graded" for r in rows),
+        rejected=sum(r.status == "rejected" for r in rows),
+        errors=len(errored),
+        error_submissions=tuple(sorted(r.submission for r in errored)),
+        max_score=max((r.max_score for r in scored), default=0.0),
+        mean=statistics.fmean(scores) if scores else None,
+        median=statistics.median(scores) if scores else None,
+        histogram=_histogram(scored),
+        bugs=_bug_counts(rows),
+        weakest=_weakest_groups([r for r in rows if r.status == "graded"]),
+    )
+
+
+def _score(row: Row) -> float:
+    """The score a scored row counts with: a rejection without a score counts as 0."""
+    return float(row.score) if row.score is not None else 0.0
+
+
+def _histogram(rows: list[Row]) -> tuple[int, ...]:
+    """Counts per tenth of each row's max score; a full score lands in the last bin."""
+    counts = [0] * BINS
+    for row in rows:
+        if row.max_score <= 0:
+            continue
+        index = math.floor(_score(row) * BINS / row.max_score + _EPS)
+        counts[min(max(index, 0), BINS - 1)] += 1
+    return tuple(counts)
+
+
+def _bug_counts(rows: list[Row]) -> tuple[BugCount, ...]:
+    """Each bug id with the submissions that made it: mistakes by count, then advice by count."""
+    who: dict[str, set[str]] = {}
+    meta: dict[str, dict] = {}
+    for row in rows:
+        for bug_id in set(row.bug_ids):
+            who.setdefault(bug_id, set()).add(row.submission)
+        for bug in _list(row.result, "bugs"):
+            if isinstance(bug, dict) and bug.get("id") is not None:
+                meta.setdefault(str(bug["id"]), bug)
+    counts = [BugCount(id=bug_id,
+                       title=str(meta.get(bug_id, {}).get("title") or bug_id),
+                       fix=str(meta.get(bug_id, {}).get("fix") or ""),
+                       advice=bool(meta.get(bug_id, {}).get("advice", False)),
+                       count=len(names),
+                       submissions=tuple(sorted(names)))
+              for bug_id, names in who.items()]
+    return tuple(sorted(counts, key=lambda b: (b.advice, -b.count, b.id)))
+
+
+def _weakest_groups(graded: list[Row]) -> tuple[GroupStat, ...]:
+    """The test groups where graded submissions lost points, lowest mean fraction earned first."""
+    fractions: dict[str, list[float]] = {}
+    titles: dict[str, str] = {}
+    for row in graded:
+        points: dict[str, list[float]] = {}
+        for test in _list(row.result, "tests"):
+            if not isinstance(test, dict):
+                continue
+            key = str(test.get("group") or test.get("id") or "")
+            titles.setdefault(key, group_title(str(test.get("name") or key)))
+            earned = points.setdefault(key, [0.0, 0.0])
+            earned[0] += float(test.get("score") or 0.0)
+            earned[1] += float(test.get("max_score") or 0.0)
+        for key, (score, most) in points.items():
+            if most > 0:  # advice-only groups are worth nothing
+                fractions.setdefault(key, []).append(min(max(score / most, 0.0), 1.0))
+    stats = [GroupStat(group=key, title=titles[key], mean_fraction=statistics.fmean(values),
+                       lost=sum(v < 1.0 - _EPS for v in values), submissions=len(values))
+             for key, values in fractions.items()]
+    weak = [s for s in stats if s.lost]
+    return tuple(sorted(weak, key=lambda s: (s.mean_fraction, -s.lost, s.title))[:TOP_GROUPS])
+
+
+def group_title(test_name: str) -> str:
+    """A test group's readable title: the test name without its trailing ' [params]'."""
+    return _PARAMS.sub("", test_name) or test_name
+
+
+def _list(result: dict | None, key: str) -> list:
+    value = result.get(key) if isinstance(result, dict) else None
+    return value if isinstance(value, list) else []
+
+
+# ----------------------------------------------------------------------------------------------- HTML
+
+_CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2328;margin:2rem auto;
+max-width:1100px;padding:0 1rem}
+h1{font-size:1.6rem;margin:0 0 1rem}h2{font-size:1.2rem;margin:2rem 0 .6rem;border-bottom:1px solid #ddd}
+.cards{display:flex;flex-wrap:wrap;gap:.6rem}
+.card{border:1px solid #ddd;border-radius:6px;padding:.5rem .9rem;min-width:7rem}
+.card b{display:block;font-size:1.5rem}.card.bad{border-color:#c62828;background:#fdecea}
+.alert{border:2px solid #c62828;background:#fdecea;border-radius:6px;padding:.6rem 1rem;margin:1rem 0}
+.alert ul{margin:.3rem 0 0}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .5rem;vertical-align:top}
+th{border-bottom:2px solid #ccc}tr+tr td{border-top:1px solid #eee}
+td.num,th.num{text-align:right;white-space:nowrap}
+.bar{background:#eee;border-radius:3px;width:9rem;height:.8rem;display:inline-block;vertical-align:middle}
+.bar span{display:block;height:100%;border-radius:3px;background:#1565c0}
+.bar.low span{background:#c62828}
+.badge{display:inline-block;border-radius:3px;padding:0 .4rem;font-size:.85em;color:#fff}
+.graded{background:#2e7d32}.rejected{background:#ef6c00}.error{background:#c62828}
+.advice{background:#757575}
+code{font-size:.9em;background:#f4f4f4;padding:0 .2rem;border-radius:3px;word-break:break-all}
+.muted{color:#666}.fix{color:#444;font-size:.92em}
+svg text{font:12px system-ui,sans-serif;fill:#333}
+"""
+
+
+def write_html(summary: ClassSummary, rows: list[Row], path: str | os.PathLike, *, title: str) -> None:
+    """The self-contained HTML class report, written atomically."""
+    _write_atomic(path, render_html(summary, rows, title=title))
+
+
+def render_html(summary: ClassSummary, rows: list[Row], *, title: str) -> str:
+    """The HTML class report as text: inline CSS and SVG, no script, no external resource."""
+    body = [f"<h1>{_e(title)}</h1>"]
+    if not rows:
+        body.append('<p class="muted">No submissions.</p>')
+    else:
+        body += [_cards(summary), _errors_alert(summary, rows),
+                 "<h2>Score distribution</h2>", _histogram_svg(summary),
+                 _bugs_section(summary), _groups_section(summary), _submissions_section(summary, rows)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+            + "\n".join(part for part in body if part) + "\n</body>\n</html>\n")
+
+
+def _cards(s: ClassSummary) -> str:
+    out_of = f" / {_num(s.max_score)}" if s.max_score else ""
+    cards = [("Submissions", str(s.total), ""), ("Graded", str(s.graded), ""),
+             ("Rejected", str(s.rejected), ""), ("Errors", str(s.errors), " bad" if s.errors else ""),
+             ("Mean score", _num(s.mean, 1) + out_of if s.mean is not None else "—", ""),
+             ("Median score", _num(s.median, 1) + out_of if s.median is not None else "—", "")]
+    return '<div class="cards">' + "".join(
+        f'<div class="card{cls}">{label}<b>{value}</b></div>' for label, value, cls in cards) + "</div>"
+
+
+def _errors_alert(s: ClassSummary, rows: list[Row]) -> str:
+    if not s.errors:
+        return ""
+    messages = {r.submission: _message(r) for r in rows if r.status not in SCORED}
+    items = "".join(f"<li><code>{_e(name)}</code>"
+                    + (f' <span class="muted">{_e(messages[name])}</span>' if messages.get(name) else "")
+                    + "</li>" for name in s.error_submissions)
+    noun = "submission" if s.errors == 1 else "submissions"
+    return (f'<div class="alert"><strong>{s.errors} {noun} could not be graded</strong> because the '
+            f"grader failed; no score was recorded. Rerun {'it' if s.errors == 1 else 'them'}:"
+            f"<ul>{items}</ul></div>")
+
+
+def _histogram_svg(s: ClassSummary) -> str:
+    if not any(s.histogram):
+        return '<p class="muted">No scored submissions.</p>'
+    width, height, left, bottom, top = 640, 210, 10, 40, 20
+    slot = (width - 2 * left) / BINS
+    tallest = max(s.histogram)
+    # No xmlns: inline SVG in HTML needs none, and the report names no URL at all.
+    parts = [(f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+              'aria-label="Histogram of scores">')]
+    for i, (count, label) in enumerate(zip(s.histogram, s.bin_labels())):
+        bar = (height - bottom - top) * count / tallest
+        x, y = left + i * slot + 4, height - bottom - bar
+        noun = "submission" if count == 1 else "submissions"
+        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot - 8:.1f}" height="{bar:.1f}" '
+                     f'fill="#1565c0"><title>{count} {noun} scored {label}</title></rect>')
+        parts.append(f'<text x="{x + (slot - 8) / 2:.1f}" y="{y - 4:.1f}" text-anchor="middle">'
+                     f"{count}</text>")
+        parts.append(f'<text x="{x + (slot - 8) / 2:.1f}" y="{height - bottom + 16}" '
+                     f'text-anchor="middle">{label}</text>')
+    parts.append(f'<line x1="{left}" y1="{height - bottom}" x2="{width - left}" y2="{height - bottom}" '
+                 'stroke="#999"/></svg>')
+    return "".join(parts)
+
+
+def _bugs_section(s: ClassSummary) -> str:
+    scored = s.graded + s.rejected
+    out = ["<h2>Bugs, most common first</h2>"]
+    if not s.bugs:
+        return out[0] + '<p class="muted">No bug was diagnosed.</p>'
+    out.append('<table><tr><th class="num">Students</th><th></th><th>Bug</th><th>Fix</th></tr>')
+    for bug in s.bugs:
+        share = bug.count / scored if scored else 0.0
+        label = '<span class="badge advice">advice, no points</span> ' if bug.advice else ""
+        out.append(f'<tr><td class="num">{bug.count}</td><td>{_bar(share)}</td>'
+                   f"<td>{label}{_e(bug.title)}<br><code>{_e(bug.id)}</code></td>"
+                   f'<td class="fix">{_e(bug.fix)}</td></tr>')
+    return "".join(out) + "</table>"
+
+
+def _groups_section(s: ClassSummary) -> str:
+    head = "<h2>Weakest test groups</h2>"
+    if not s.weakest:
+        return head + '<p class="muted">No graded submission lost points in any test group.</p>'
+    out = [head, ('<table><tr><th>Test group</th><th class="num">Points earned</th><th></th>'
+                  '<th class="num">Lost points</th></tr>')]
+    for g in s.weakest:
+        out.append(f"<tr><td>{_e(g.title)}<br><code>{_e(g.group)}</code></td>"
+                   f'<td class="num">{g.mean_fraction:.0%}</td><td>{_bar(g.mean_fraction, low=True)}</td>'
+                   f'<td class="num">{g.lost} of {g.submissions}</td></tr>')
+    return "".join(out) + "</table>"
+
+
+def _submissions_section(s: ClassSummary, rows: list[Row]) -> str:
+    advice = {b.id for b in s.bugs if b.advice}
+    titles = {b.id: b.title for b in s.bugs}
+    out = ["<h2>Submissions</h2>", ('<table><tr><th>Submission</th><th>Status</th>'
+                                    '<th class="num">Score</th><th>Bugs</th><th>Result</th></tr>')]
+    for row in sorted(rows, key=_listing_order):
+        status = row.status if row.status in SCORED else "error"
+        score = "—" if row.status not in SCORED else f"{_num(_score(row))} / {_num(row.max_score)}"
+        bugs = ", ".join(f'<code title="{_e(titles.get(b, b))}"'
+                         + (' class="muted"' if b in advice else "") + f">{_e(b)}</code>"
+                         for b in dict.fromkeys(row.bug_ids))
+        link = (f'<a href="{_e(quote(row.result_file.replace(os.sep, "/")))}">JSON</a>'
+                if row.result_file else '<span class="muted">none</span>')
+        message = _message(row) if row.status != "graded" else ""
+        reason = f'<br><span class="muted">{_e(message)}</span>' if message else ""
+        out.append(f"<tr><td><code>{_e(row.submission)}</code>{reason}</td>"
+                   f'<td><span class="badge {status}">{_e(row.status)}</span></td>'
+                   f'<td class="num">{score}</td><td>{bugs}</td><td>{link}</td></tr>')
+    return "".join(out) + "</table>"
+
+
+def _listing_order(row: Row) -> tuple:
+    """Errors first, then by score ascending, then by name."""
+    scored = row.status in SCORED
+    return (scored, _score(row) if scored else 0.0, row.submission)
+
+
+def _message(row: Row) -> str:
+    message = row.result.get("message") if isinstance(row.result, dict) else None
+    if not message:
+        return ""
+    text = str(message)
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "…"
+
+
+def _bar(fraction: float, *, low: bool = False) -> str:
+    width = min(max(fraction, 0.0), 1.0) * 100
+    return f'<span class="bar{" low" if low else ""}"><span style="width:{width:.1f}%"></span></span>'
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+# ------------------------------------------------------------------------------------------- terminal
+
+_BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def print_summary(summary: ClassSummary, console: Console) -> None:
+    """A summary of at most 12 lines: counts, scores, histogram, top bugs, weakest groups, errors.
+
+    Student text goes in as `Text`, never parsed as markup, so a name like "[red]x" prints as is."""
+    if not summary.total:
+        console.print("No submissions.")
+        return
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(no_wrap=True, overflow="ellipsis")
+    s = summary
+    grid.add_row("Class", f"{s.total} submission{'s' if s.total != 1 else ''}: {s.graded} graded, "
+                          f"{s.rejected} rejected, {s.errors} error{'s' if s.errors != 1 else ''}")
+    if s.mean is not None and s.median is not None:
+        grid.add_row("Score", f"mean {_num(s.mean, 1)}, median {_num(s.median, 1)} "
+                              f"of {_num(s.max_score)} (graded and rejected)")
+        grid.add_row("Histogram", Text.assemble("0 ▕", (spark(s.histogram), "cyan"),
+                                                f"▏ {_num(s.max_score or 100)}   ",
+                                                (" ".join(map(str, s.histogram)), "dim")))
+    for i, bug in enumerate(s.mistakes[:4]):
+        grid.add_row("Top bugs" if i == 0 else "",
+                     Text.assemble((f"{bug.count}×", "bold"), f" {bug.title} ", (f"({bug.id})", "dim")))
+    for i, g in enumerate(s.weakest[:3]):
+        grid.add_row("Weakest" if i == 0 else "",
+                     Text.assemble((f"{g.mean_fraction:>4.0%}", "bold"),
+                                   f" earned, {g.lost} of {g.submissions} lost points  {g.title}"))
+    if s.errors:
+        grid.add_row(Text("Errors", style="bold red"),
+                     Text(f"{s.errors} to rerun: " + ", ".join(s.error_submissions), style="red"))
+    console.print(grid)
+
+
+def spark(counts: tuple[int, ...] | list[int]) -> str:
+    """The counts as one line of block characters; an empty bin is a '·'."""
+    tallest = max(counts, default=0)
+    return "".join("·" if not c else _BLOCKS[max(0, math.ceil(c / tallest * len(_BLOCKS)) - 1)]
+                   for c in counts)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+def _num(value: float | None, digits: int = 4) -> str:
+    """A number without trailing zeros: 24.0 -> '24', 87.5 -> '87.5'."""
+    if value is None:
+        return ""
+    text = f"{round(float(value), digits):.{digits}f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
+def _write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write text to a temp file in the target's folder, then rename it over the target."""
+    target = Path(path)
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    # os.open with 0o666 keeps the user's umask, unlike mkstemp's private 0o600.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise

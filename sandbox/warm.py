@@ -1,0 +1,378 @@
+"""Warm sandboxes for batch grading: a long-lived server per slot that has imported torch, pytest and
+the exercises once, and grades one submission after another in a fresh fork of itself.
+
+    python -P -m sandbox.warm            the server on this machine (the local sandbox)
+    python -P -m sandbox.warm --image    the server as a Docker container's entry point
+
+What a submission gets is what a cold grade gives it:
+- its own scratch folder, which is the only place its workers may write;
+- a harness that is a fresh fork of the server (the server has never run a tensor op, so forking is
+  safe, and nothing one grade does to the harness's modules reaches the next);
+- workers forked from the slot's zygote, confined as in a cold grade.
+After each submission the harness's process group is killed and the zygote kills every process it can
+signal but itself: it is PID 1 of its own PID namespace (local) or the only process of the `student`
+user that must live (image). Only when it confirms that no process is left, and the scratch folder is
+gone, does the server take the next submission; otherwise it says so and exits, and the caller starts a
+fresh one. So a submission cannot leave a process, a file or a changed module for the next one.
+
+Protocol: one JSON object per line. The server says {"event": "ready", "notes": [...]} once, then
+answers each {"id", "exercise", "source" (base64), "limits", "line_map"} with {"id", "report" (the
+harness's JSON text, or null), "failure", "log", "recycle"}.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from sandbox.backend import (
+    SCRIPT_NAME,
+    Job,
+    RunResult,
+    SandboxUnavailable,
+    parse_report,
+)
+
+READY_TIMEOUT_S = 180.0   # a server's start: the torch, pytest and exercise imports, on a loaded machine
+REPLY_MARGIN_S = 30.0     # beyond a job's wall clock: the reset after it, and a busy machine
+
+
+# --- the server --------------------------------------------------------------------------------
+
+class Server:
+    """The slot's side of the sandbox: one zygote, and a fork of itself per submission."""
+
+    def __init__(self, image: bool):
+        self.image = image
+        self.zygote = None
+        self.notes: list[str] = []
+
+    def start(self) -> None:
+        from sandbox.proxy import Zygote
+        if self.image:  # started as root: the zygote as `student`, then this server becomes `grader`
+            from sandbox.container import HARNESS_USER, start_student_zygote
+            control, process = start_student_zygote()
+            self.zygote = Zygote(control, process, [])
+            _become(HARNESS_USER)
+            self.scope = "uid"
+        else:
+            from sandbox.harness import ZYGOTE_PIDS
+            self.zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS)
+            self.scope = "namespace"
+        self.notes = list(self.zygote.notes)
+        # What every harness needs, imported once; no tensor op runs here (see the module docstring).
+        import pytest  # noqa: F401
+        import pytest_jsonreport.plugin  # noqa: F401
+
+        import exercise
+        import sandbox.harness
+        import sandbox.pytest_plugin  # noqa: F401
+        from sandbox.zygote import preload_lazy_torch_modules
+        exercise.all_exercises()
+        preload_lazy_torch_modules()
+        self.zygote.wait_ready(READY_TIMEOUT_S)
+
+    def grade(self, message: dict) -> dict:
+        from sandbox.local import read_until
+        started = time.monotonic()
+        wall_s = float(message["limits"]["wall_s"])
+        scratch = tempfile.mkdtemp(prefix="grade-")
+        # The student's workers write here; in the image they are another user, and the sticky bit
+        # keeps the submission file (ours) theirs to read, not to replace.
+        os.chmod(scratch, 0o1777 if self.image else 0o700)
+        path = os.path.join(scratch, SCRIPT_NAME)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(message["source"]))
+        os.chmod(path, 0o444)
+        job = {"exercise": message["exercise"], "submission": path, "limits": message["limits"],
+               "line_map": message.get("line_map") or [], "scratch": scratch,
+               "zygote_fd": self.zygote.control.fileno(), "zygote_ready": True, "zygote_notes": self.notes,
+               "zygote_capped": self.zygote.processes_capped}
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _harness_child(job, read_fd, write_fd)  # never returns
+        os.close(write_fd)
+        try:
+            raw, timed_out = read_until(read_fd, started + wall_s)
+        finally:
+            os.close(read_fd)
+            _kill_and_reap(pid)
+        clean = self._reset(scratch)
+        reply = {"id": message.get("id"), "report": None, "failure": None, "recycle": not clean,
+                 "duration_s": time.monotonic() - started}
+        if timed_out:
+            reply["failure"] = f"the sandbox did not finish within {wall_s:g} s"
+        elif not raw:
+            reply["failure"] = "the harness ended without a report"
+        else:
+            reply["report"] = raw.decode(errors="replace")
+        return reply
+
+    def _reset(self, scratch: str) -> bool:
+        """Leave nothing of this submission: its processes, then its files. True when that holds."""
+        control = self.zygote.control
+        control.setblocking(False)
+        try:  # answers meant for the harness we just killed
+            while control.recv(1 << 16):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        control.setblocking(True)
+        token = os.urandom(8).hex()
+        wipe = [tempfile.gettempdir(), "/dev/shm"] if self.scope == "uid" else []
+        try:
+            control.send(json.dumps({"op": "reset", "id": token, "scope": self.scope, "wipe": wipe}).encode())
+            control.settimeout(10.0)
+            while True:
+                answer = json.loads(control.recv(1 << 16) or b"{}")
+                if not answer or answer.get("reset") == token:
+                    break
+        except (OSError, ValueError):
+            answer = {}
+        shutil.rmtree(scratch, ignore_errors=True)
+        return bool(answer.get("clean")) and not os.path.exists(scratch)
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+
+
+def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
+    """In the fork: run the harness on `job`, the report into `write_fd`; never returns."""
+    code = 0
+    try:
+        os.setsid()
+        os.close(read_fd)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.chdir(os.path.dirname(job["submission"]))
+        from sandbox.harness import report_text
+        text = report_text(job).encode()
+        with os.fdopen(write_fd, "wb") as out:
+            out.write(text)
+    except BaseException:  # never fall back into the server's loop
+        code = 70
+    os._exit(code)
+
+
+def _kill_and_reap(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _become(user: str) -> None:
+    import pwd
+    entry = pwd.getpwnam(user)
+    os.setgroups([])
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
+    os.environ["HOME"] = tempfile.gettempdir()
+
+
+def main() -> int:
+    image = "--image" in sys.argv[1:]
+    channel = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol's own copy of stdout
+    os.dup2(2, 1)                                     # anything else printed goes to the log
+    sys.stdout = sys.stderr
+    server = Server(image=image)
+    try:
+        server.start()
+        channel.write(json.dumps({"event": "ready", "notes": server.notes}) + "\n")
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            reply = server.grade(json.loads(line))
+            channel.write(json.dumps(reply) + "\n")
+            if reply["recycle"]:
+                return 0  # the caller starts a fresh server for the next submission
+    finally:
+        server.close()
+    return 0
+
+
+# --- the caller's side: a slot per worker of the batch ----------------------------------------
+
+class ServerGone(Exception):
+    """The server ended, or did not answer in time."""
+
+
+class _Lines:
+    """Lines from a stream of byte chunks, read in the background, taken with a deadline."""
+
+    def __init__(self, chunks):
+        self.lines: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._run, args=(chunks,), daemon=True)
+        self.thread.start()
+
+    def _run(self, chunks) -> None:
+        pending = b""
+        try:
+            for chunk in chunks:
+                pending += chunk
+                *done, pending = pending.split(b"\n")
+                for line in done:
+                    self.lines.put(line)
+        except (OSError, ValueError):
+            pass
+        self.lines.put(None)
+
+    def get(self, deadline: float) -> dict:
+        try:
+            line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+        except queue.Empty as err:
+            raise ServerGone("the warm sandbox did not answer in time") from err
+        if line is None:
+            self.lines.put(None)
+            raise ServerGone("the warm sandbox ended")
+        try:
+            return json.loads(line)
+        except ValueError as err:
+            raise ServerGone("the warm sandbox said something that is not JSON") from err
+
+
+class WarmSandbox:
+    """A Sandbox (run(job) -> RunResult) backed by one warm server, restarted whenever it must be."""
+    backend = "local"
+
+    def __init__(self):
+        self._lines: _Lines | None = None
+        self.notes: list[str] = []
+        self.starts = 0
+
+    # The transport: subclasses start the server and say how to write to it and stop it.
+    def _open(self):
+        raise NotImplementedError
+
+    def _write(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        if self._lines is not None:
+            return
+        self.starts += 1
+        self._lines = _Lines(self._open())
+        try:
+            ready = self._lines.get(time.monotonic() + READY_TIMEOUT_S)
+        except ServerGone as err:
+            self.close()
+            raise SandboxUnavailable(f"the warm {self.backend} sandbox did not start: {err}") from err
+        self.notes = list(ready.get("notes") or [])
+
+    def run(self, job: Job) -> RunResult:
+        started = time.monotonic()
+        message = {"id": os.urandom(6).hex(), "exercise": job.exercise, "limits": job.limits.to_dict(),
+                   "line_map": job.line_map, "source": base64.b64encode(job.source).decode()}
+        failure = ""
+        for _attempt in range(2):  # a server that died under a job gets one fresh retry
+            self.start()
+            try:
+                self._write((json.dumps(message) + "\n").encode())
+                reply = self._lines.get(time.monotonic() + job.limits.wall_s + REPLY_MARGIN_S)
+            except (ServerGone, OSError) as err:
+                failure = str(err)
+                self.close()
+                continue
+            if reply.get("recycle"):
+                self.close()
+            report = parse_report((reply.get("report") or "").encode())
+            if report is not None:
+                report.setdefault("notes", [])
+            duration = time.monotonic() - started
+            if report is None:
+                return RunResult(None, duration, reply.get("failure") or "the harness's report is not a JSON object")
+            return RunResult(report, duration)
+        return RunResult(None, time.monotonic() - started, f"the warm {self.backend} sandbox failed: {failure}")
+
+    def close(self) -> None:
+        if self._lines is not None:
+            self._stop()
+            self._lines = None
+
+
+class WarmLocal(WarmSandbox):
+    """The server as a child process of this one, in its own session."""
+    backend = "local"
+
+    def _open(self):
+        self.process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.warm"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+        return iter(lambda: self.process.stdout.read1(1 << 16), b"")
+
+    def _write(self, data: bytes) -> None:
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def _stop(self) -> None:
+        from sandbox.local import kill_group
+        kill_group(self.process)
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+class WarmDocker(WarmSandbox):
+    """The server as a container from the grader image, locked down as the Docker backend's are."""
+    backend = "docker"
+
+    def __init__(self, image: str | None = None):
+        super().__init__()
+        from sandbox.docker import DockerSandbox
+        self.cold = DockerSandbox(image)
+        self.container = None
+
+    def _open(self):
+        from docker.utils.socket import frames_iter
+
+        from sandbox.docker import container_options
+        client = self.cold.client()
+        self.container = client.containers.create(
+            self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels={"attention-grader": "warm"},
+            entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image"], stdin_open=True, init=True,
+            **container_options())
+        self.socket = client.api.attach_socket(self.container.id,
+                                               params={"stdin": 1, "stdout": 1, "stream": 1})
+        self.container.start()
+        return (data for _stream, data in frames_iter(self.socket, tty=False))
+
+    def _write(self, data: bytes) -> None:
+        self.socket._sock.sendall(data)
+
+    def _stop(self) -> None:
+        try:
+            self.socket.close()
+        except Exception:
+            pass
+        try:
+            self.container.remove(force=True)
+        except Exception:  # already gone, or the engine went away: nothing left to remove here
+            pass
+
+
+WARM = {"local": WarmLocal, "docker": WarmDocker}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
