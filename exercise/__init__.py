@@ -31,6 +31,16 @@ class Exercise:
     def statement(self) -> Path:
         return self.directory / "statement.md"
 
+    def fingerprint(self) -> str:
+        """A hash of the version and of every file of the exercise (tests, their points, reference,
+        catalog): it changes whenever a grade could, so a batch knows what to regrade."""
+        import hashlib
+        digest = hashlib.sha256(f"{self.name}\0{self.version}\0".encode())
+        for path in sorted(p for p in self.directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(f"{path.relative_to(self.directory).as_posix()}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        return digest.hexdigest()
+
 
 class UnknownExercise(LookupError):
     """No exercise plug-in has this name."""

@@ -111,7 +111,7 @@ def write_gradebook(rows: list[Row], path: str | os.PathLike) -> None:
             ";".join(dict.fromkeys(row.bug_ids)),
             f"{row.duration_s:.1f}",
         ])
-    _write_atomic(path, out.getvalue())
+    write_atomic(path, out.getvalue())
 
 
 def _guard_formula(text: str) -> str:
@@ -239,7 +239,7 @@ svg text{font:12px system-ui,sans-serif;fill:#333}
 
 def write_html(summary: ClassSummary, rows: list[Row], path: str | os.PathLike, *, title: str) -> None:
     """The self-contained HTML class report, written atomically."""
-    _write_atomic(path, render_html(summary, rows, title=title))
+    write_atomic(path, render_html(summary, rows, title=title))
 
 
 def render_html(summary: ClassSummary, rows: list[Row], *, title: str) -> str:
@@ -389,7 +389,7 @@ def print_summary(summary: ClassSummary, console: Console) -> None:
         console.print("No submissions.")
         return
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(style="bold", no_wrap=True, min_width=9)
     grid.add_column(no_wrap=True, overflow="ellipsis")
     s = summary
     grid.add_row("Class", f"{s.total} submission{'s' if s.total != 1 else ''}: {s.graded} graded, "
@@ -430,7 +430,7 @@ def _num(value: float | None, digits: int = 4) -> str:
     return "0" if text in ("", "-0") else text
 
 
-def _write_atomic(path: str | os.PathLike, text: str) -> None:
+def write_atomic(path: str | os.PathLike, text: str) -> None:
     """Write text to a temp file in the target's folder, then rename it over the target."""
     target = Path(path)
     temp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")

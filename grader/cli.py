@@ -1,6 +1,7 @@
 """The `grade` command line. It parses, calls one core function, and renders; nothing more."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def main():
       grade submit.py --json result.json   also write the result as JSON ('-' for stdout)
       grade submit.py --format gradescope --json results.json   a platform's results file
       grade export gradescope autograder.zip                    a Gradescope autograder bundle
+      grade batch submissions/ --out graded/ --jobs 4           regrade a class
 
     Exit status: 0 when a result was produced (whatever the score), 1 when the grader itself
     failed, 2 for a bad command line.
@@ -102,6 +104,79 @@ def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | Non
         if failure.log and console is not None:
             console.print(Text(failure.log[-2000:], style="dim"))
         return grading.error_result(path, failure.message, exercise=exercise_name, sandbox=sandbox)
+
+
+@main.command("batch")
+@click.argument("folder", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--out", "out", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Where the results, gradebook.csv and report.html go (made if missing).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=max(1, (os.cpu_count() or 1)), show_default="cores",
+              help="How many submissions are graded at once.")
+@_sandbox_option()
+@_exercise_option
+@click.option("--force", is_flag=True, help="Regrade everything, even submissions already graded under the same key.")
+@click.option("--cold", is_flag=True,
+              help="A fresh sandbox and a cold start per submission, as `grade FILE` does (slower; for comparison).")
+@click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
+              help="Wall-clock limit per submission (default: the exercise's own).")
+def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name: str, force: bool, cold: bool,
+                time_limit: float | None):
+    """Grade every submission in FOLDER: each .py or .ipynb in it, and each sub-folder (a folder per
+    student, where the file that defines the exercise's class is graded).
+
+    \b
+    Writes OUT/results/*.json, OUT/gradebook.csv and OUT/report.html, and prints a summary.
+    A rerun grades only new or changed submissions (by content, exercise version, tests and
+    points) unless --force. Ctrl-C stops and keeps what was graded; run again to finish.
+    Exit status: 0 when every submission has a result, 1 when the grader failed on any (their
+    rows say status error; rerun to retry them), 130 when interrupted.
+    """
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    from grader import batch as batches, classreport
+    console = Console(highlight=False)
+    if sandbox == "docker":
+        try:
+            backends.get("docker").client()
+        except backends.SandboxUnavailable as err:
+            raise click.ClickException(str(err)) from err
+    job = batches.Batch(folder, out, exercise=exercise_name, sandbox=sandbox, jobs=jobs, warm=not cold,
+                        force=force, wall_s=time_limit)
+    counts = {status.value: 0 for status in Status}
+    progress = Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                        TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console,
+                        transient=False)
+    task = progress.add_task("", total=None)
+
+    def started(total: int, kept: int) -> None:
+        progress.update(task, total=total)
+        if kept:
+            console.print(f"{kept} submission(s) already graded under the same key: kept (--force regrades them)")
+
+    def done(key: str, result: GradeResult) -> None:
+        counts[result.status.value] += 1
+        progress.update(task, advance=1, description=" · ".join(f"{n} {s}" for s, n in counts.items() if n))
+
+    try:
+        with progress:
+            outcome = job.run(on_start=started, on_done=done)
+    except batches.BatchBusy as err:
+        raise click.ClickException(str(err)) from err
+    except OSError as err:
+        raise click.ClickException(f"cannot write to {out}: {err.strerror or err}") from err
+    if not outcome.units:
+        raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
+    job.write_reports(outcome)
+    classreport.print_summary(classreport.summarize(outcome.rows), console)
+    console.print(f"graded {len(outcome.graded_now)}, kept {len(outcome.kept)} · {outcome.duration_s:.1f} s · "
+                  f"wrote {out / 'gradebook.csv'} and {out / 'report.html'}")
+    if outcome.interrupted:
+        left = len(outcome.units) - len(outcome.rows)
+        console.print(f"[yellow]interrupted[/]: {left} submission(s) not graded yet; run the same command again "
+                      "to grade only those")
+        sys.exit(130)
+    sys.exit(EXIT_GRADER_FAILED if outcome.errors else EXIT_RESULT)
 
 
 @main.group("platform")

@@ -17,12 +17,13 @@ DEFAULT_SANDBOX = "local"
 
 
 def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
-               wall_s: float | None = None) -> GradeResult:
-    """Grade one submission. Student mistakes become a result; a grader fault raises SandboxFailure."""
+               wall_s: float | None = None, backend: backends.Sandbox | None = None) -> GradeResult:
+    """Grade one submission. Student mistakes become a result; a grader fault raises SandboxFailure.
+    `backend`: a sandbox already running (a batch's warm one), else a new one named `sandbox`."""
     started = time.monotonic()
     ex = exercises.get(exercise)
     limits = ex.limits if wall_s is None else dataclasses.replace(ex.limits, wall_s=wall_s)
-    backend = backends.get(sandbox)
+    backend = backend or backends.get(sandbox)
     try:
         sub = submissions.read(path)
     except SubmissionRejected as rejected:

@@ -255,6 +255,7 @@ class WarmSandbox:
         self._lines: _Lines | None = None
         self.notes: list[str] = []
         self.starts = 0
+        self._shut = threading.Event()
 
     # The transport: subclasses start the server and say how to write to it and stop it.
     def _open(self):
@@ -269,6 +270,8 @@ class WarmSandbox:
     def start(self) -> None:
         if self._lines is not None:
             return
+        if self._shut.is_set():
+            raise SandboxUnavailable(f"the warm {self.backend} sandbox was shut down")
         self.starts += 1
         self._lines = _Lines(self._open())
         try:
@@ -285,10 +288,13 @@ class WarmSandbox:
         failure = ""
         for _attempt in range(2):  # a server that died under a job gets one fresh retry
             self.start()
+            lines = self._lines
             try:
+                if lines is None:  # shut down meanwhile
+                    raise ServerGone("the warm sandbox was shut down")
                 self._write((json.dumps(message) + "\n").encode())
-                reply = self._lines.get(time.monotonic() + job.limits.wall_s + REPLY_MARGIN_S)
-            except (ServerGone, OSError) as err:
+                reply = lines.get(time.monotonic() + job.limits.wall_s + REPLY_MARGIN_S)
+            except (ServerGone, OSError, ValueError) as err:
                 failure = str(err)
                 self.close()
                 continue
@@ -304,9 +310,15 @@ class WarmSandbox:
         return RunResult(None, time.monotonic() - started, f"the warm {self.backend} sandbox failed: {failure}")
 
     def close(self) -> None:
+        """Stop the server; the next job starts a fresh one."""
         if self._lines is not None:
             self._stop()
             self._lines = None
+
+    def shutdown(self) -> None:
+        """Stop the server for good: a job in flight fails, and no new server starts."""
+        self._shut.set()
+        self.close()
 
 
 class WarmLocal(WarmSandbox):

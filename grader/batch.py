@@ -1,0 +1,277 @@
+"""Regrade a whole class: every submission in a folder, N at a time, into an output folder.
+
+    OUT/results/<name>.json   each submission's native result JSON
+    OUT/index.json            what was graded, with the key it was graded under (for resuming)
+    OUT/gradebook.csv         one line per submission
+    OUT/report.html           the class report (score histogram, bugs, weakest tests)
+
+A submission is a .py or .ipynb file directly in the folder, or a sub-folder (a folder per student),
+where the one file that defines the exercise's class is graded. Each is keyed by the hash of what is
+graded, the exercise's fingerprint (version, tests and their points) and the grader's version; a rerun
+grades only what has no result under its current key, or everything with `force`. A grader failure is
+that submission's result (status error, never kept for a rerun), not the end of the batch; an
+interrupt keeps every result recorded so far.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import queue
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import exercise as exercises
+import sandbox.backend as backends
+from grader import __version__, classreport, formats, grading
+from grader.errors import SandboxFailure, SubmissionRejected
+from grader.result import GradeResult, Status
+
+INDEX_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One student's submission: the file to grade, or why there is none to pick."""
+    key: str                     # its name in the batch folder: a file name, or a folder name
+    path: Path | None            # the file to grade
+    rejection: str = ""          # a folder with no file to grade (none, or no way to choose)
+    content: bytes = b""         # what the grading key hashes
+
+    def grading_key(self, fingerprint: str) -> str:
+        digest = hashlib.sha256(self.content)
+        digest.update(f"\0{fingerprint}\0{__version__}\0{self.rejection}".encode())
+        return digest.hexdigest()
+
+
+def discover(folder: Path, exercise: str) -> list[Unit]:
+    """The submissions in `folder`, by name; hidden entries and __pycache__ are skipped."""
+    units = []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith((".", "__")):
+            continue
+        if entry.is_file() and entry.suffix in grading.SUBMISSION_SUFFIXES:
+            units.append(Unit(entry.name, entry, content=_read(entry)))
+        elif entry.is_dir():
+            try:
+                path = grading.find_submission(entry, exercise=exercise)
+            except SubmissionRejected as rejected:
+                listing = "\n".join(sorted(str(p.relative_to(entry)) for p in entry.rglob("*")))
+                units.append(Unit(entry.name, None, rejected.message, listing.encode()))
+            else:
+                units.append(Unit(entry.name, path, content=_read(path)))
+    return units
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+@dataclass
+class Outcome:
+    """How a batch run went: what it graded now, what it kept from before, and whether it was cut short."""
+    units: list[Unit]
+    graded_now: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    rows: list[classreport.Row] = field(default_factory=list)
+    duration_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[str]:
+        return [row.submission for row in self.rows if row.status == Status.ERROR.value]
+
+
+class BatchBusy(Exception):
+    """Another batch is writing to the same output folder."""
+
+
+class Batch:
+    """One regrade of `folder` into `out`."""
+
+    def __init__(self, folder: Path, out: Path, *, exercise: str = exercises.DEFAULT,
+                 sandbox: str = grading.DEFAULT_SANDBOX, jobs: int = 1, warm: bool = True,
+                 force: bool = False, wall_s: float | None = None):
+        self.folder, self.out, self.exercise, self.sandbox = folder, out, exercise, sandbox
+        self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
+        self.fingerprint = exercises.get(exercise).fingerprint()
+        self.results_dir = out / "results"
+        self.index_path = out / "index.json"
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._sandboxes: list = []
+
+    # --- planning ---------------------------------------------------------------------------
+
+    def plan(self) -> tuple[list[Unit], list[Unit], dict]:
+        """All submissions, those to grade now, and the index of what was graded before."""
+        units = discover(self.folder, self.exercise)
+        index = self._load_index()
+        todo = [u for u in units if self.force or not self._is_current(u, index.get(u.key))]
+
+        return units, todo, index
+
+    def _is_current(self, unit: Unit, entry: dict | None) -> bool:
+        return bool(entry) and entry.get("key") == unit.grading_key(self.fingerprint) \
+            and entry.get("status") != Status.ERROR.value and (self.out / entry.get("result_file", "")).is_file()
+
+    def _load_index(self) -> dict:
+        try:
+            data = json.loads(self.index_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("schema") != INDEX_SCHEMA:
+            return {}
+        return {k: v for k, v in (data.get("submissions") or {}).items() if isinstance(v, dict)}
+
+    # --- running ----------------------------------------------------------------------------
+
+    def run(self, on_start: Callable[[int, int], None] = lambda total, kept: None,
+            on_done: Callable[[str, GradeResult], None] = lambda key, result: None) -> Outcome:
+        """Grade what needs grading; on KeyboardInterrupt, stop and keep what was recorded."""
+        started = time.monotonic()
+        self.out.mkdir(parents=True, exist_ok=True)
+        with open(self.out / ".lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as err:
+                raise BatchBusy(f"another `grade batch` is writing to {self.out}; wait for it or use "
+                                "another --out") from err
+            outcome = self._run_locked(on_start, on_done)
+        outcome.duration_s = time.monotonic() - started
+        return outcome
+
+    def _run_locked(self, on_start, on_done) -> Outcome:
+        units, todo, index = self.plan()
+        grading_now = {u.key for u in todo}
+        outcome = Outcome(units, kept=[u.key for u in units if u.key not in grading_now])
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+        on_start(len(todo), len(outcome.kept))
+        pending: queue.Queue = queue.Queue()
+        for unit in todo:
+            pending.put(unit)
+        threads = [threading.Thread(target=self._slot, args=(pending, index, outcome, on_done), daemon=True)
+                   for _ in range(min(self.jobs, len(todo)))]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)  # short joins: Ctrl-C reaches this thread
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+            self._stop.set()
+            self._close_sandboxes()  # ends the grades in flight; they are not recorded
+            for thread in threads:
+                thread.join(30)
+        outcome.rows = self._rows(units, self._load_index())
+        return outcome
+
+    def _slot(self, pending: queue.Queue, index: dict, outcome: Outcome, on_done) -> None:
+        sandbox = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    unit = pending.get_nowait()
+                except queue.Empty:
+                    return
+                if sandbox is None and unit.path is not None:
+                    sandbox = self._new_sandbox()
+                result = self._grade(unit, sandbox)
+                if self._stop.is_set():
+                    return  # interrupted mid-grade: this result is not trusted, and not recorded
+                self._record(unit, result, index)
+                outcome.graded_now.append(unit.key)
+                on_done(unit.key, result)
+        finally:
+            if sandbox is not None and hasattr(sandbox, "close"):
+                sandbox.close()
+
+    def _new_sandbox(self):
+        if self.warm:
+            from sandbox.warm import WARM
+            sandbox = WARM[self.sandbox]() if self.sandbox in WARM else backends.get(self.sandbox)
+        else:
+            sandbox = backends.get(self.sandbox)
+        with self._lock:
+            self._sandboxes.append(sandbox)
+        return sandbox
+
+    def _close_sandboxes(self) -> None:
+        with self._lock:
+            for sandbox in self._sandboxes:
+                if hasattr(sandbox, "shutdown"):
+                    try:
+                        sandbox.shutdown()
+                    except Exception:  # noqa: BLE001  (stopping anyway: one broken slot must not stop the rest)
+                        pass
+
+    def _grade(self, unit: Unit, sandbox) -> GradeResult:
+        """The unit's result; whatever goes wrong becomes a result of status error."""
+        if unit.path is None:
+            return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
+                                           sandbox=self.sandbox)
+        try:
+            if hasattr(sandbox, "start"):
+                sandbox.start()  # a warm sandbox's start is not this submission's grading time
+            return grading.grade_file(unit.path, exercise=self.exercise, sandbox=self.sandbox,
+                                      wall_s=self.wall_s, backend=sandbox)
+        except (SandboxFailure, backends.SandboxUnavailable) as failure:
+            message = failure.message if isinstance(failure, SandboxFailure) else str(failure)
+        except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, not the batch)
+            message = f"internal error: {type(err).__name__}: {err}"
+        return grading.error_result(unit.path, message, exercise=self.exercise, sandbox=self.sandbox)
+
+    def _record(self, unit: Unit, result: GradeResult, index: dict) -> None:
+        """Write the result, then the index that points to it: an interrupt never leaves an index
+        entry without its file."""
+        name = f"results/{_safe_name(unit.key)}.json"
+        classreport.write_atomic(self.out / name, formats.dumps(formats.to_format(result, "native")) + "\n")
+        entry = {"key": unit.grading_key(self.fingerprint), "result_file": name, "status": result.status.value,
+                 "graded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        with self._lock:
+            index[unit.key] = entry
+            document = {"schema": INDEX_SCHEMA, "exercise": self.exercise, "fingerprint": self.fingerprint,
+                        "submissions": dict(sorted(index.items()))}
+            classreport.write_atomic(self.index_path, json.dumps(document, indent=1) + "\n")
+
+    # --- reporting --------------------------------------------------------------------------
+
+    def _rows(self, units: list[Unit], index: dict) -> list[classreport.Row]:
+        """A row for every submission now in the folder that has a recorded result."""
+        rows = []
+        for unit in units:
+            entry = index.get(unit.key)
+            if not entry:
+                continue
+            try:
+                result = json.loads((self.out / entry["result_file"]).read_text())
+            except (OSError, ValueError, KeyError):
+                continue
+            rows.append(classreport.Row(
+                submission=unit.key, status=str(result.get("status")), score=result.get("score"),
+                max_score=float(result.get("max_score") or 0), duration_s=float(result.get("duration_s") or 0),
+                bug_ids=tuple(b.get("id", "") for b in result.get("bugs") or () if isinstance(b, dict)),
+                result=result, result_file=entry["result_file"]))
+        return rows
+
+    def write_reports(self, outcome: Outcome) -> None:
+        classreport.write_gradebook(outcome.rows, self.out / "gradebook.csv")
+        summary = classreport.summarize(outcome.rows)
+        classreport.write_html(summary, outcome.rows, self.out / "report.html",
+                               title=f"{self.exercise}: {self.folder.name}")
+
+
+def _safe_name(key: str) -> str:
+    """A file name for a submission key: readable, and unique even where two keys read alike."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:80].strip("._") or "submission"
+    return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
