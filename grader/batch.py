@@ -84,7 +84,7 @@ class Outcome:
     interrupted: bool = False
     rows: list[classreport.Row] = field(default_factory=list)
     duration_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
+    sandbox_starts: int = 0      # warm sandboxes started, restarts included
 
     @property
     def errors(self) -> list[str]:
@@ -195,6 +195,8 @@ class Batch:
         finally:
             if sandbox is not None and hasattr(sandbox, "close"):
                 sandbox.close()
+                with self._lock:
+                    outcome.sandbox_starts += getattr(sandbox, "starts", 0)
 
     def _new_sandbox(self):
         if self.warm:

@@ -169,8 +169,11 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
     job.write_reports(outcome)
     classreport.print_summary(classreport.summarize(outcome.rows), console)
-    console.print(f"graded {len(outcome.graded_now)}, kept {len(outcome.kept)} · {outcome.duration_s:.1f} s · "
-                  f"wrote {out / 'gradebook.csv'} and {out / 'report.html'}")
+    started = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
+               if not cold and outcome.graded_now else "")
+    console.print(f"graded {len(outcome.graded_now)}, kept {len(outcome.kept)} · {outcome.duration_s:.1f} s"
+                  f"{started}", soft_wrap=True)
+    console.print(f"wrote {out / 'gradebook.csv'} and {out / 'report.html'}", soft_wrap=True)
     if outcome.interrupted:
         left = len(outcome.units) - len(outcome.rows)
         console.print(f"[yellow]interrupted[/]: {left} submission(s) not graded yet; run the same command again "

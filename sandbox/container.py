@@ -64,10 +64,11 @@ def run_job(job: dict, wall_s: float) -> tuple[bytes | None, str | None]:
     return (data, None) if data else (None, f"the harness exited with code {harness.returncode} without a report")
 
 
-def start_student_zygote() -> tuple[socket.socket, subprocess.Popen]:
+def start_student_zygote(warm: bool = False) -> tuple[socket.socket, subprocess.Popen]:
     """A zygote running as the student user, and the socket that commands it."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())],
+    process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno()),
+                                *(["--warm"] if warm else [])],
                                pass_fds=[child.fileno()], user=STUDENT_USER, group=STUDENT_USER,
                                extra_groups=[], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, cwd=SCRATCH, env=zygote_env(),

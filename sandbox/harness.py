@@ -39,8 +39,9 @@ def run(job: dict) -> dict:
     else:
         zygote = Zygote.start(isolate=job.get("isolate", True), max_pids=ZYGOTE_PIDS)
     import exercise
-    from sandbox.zygote import preload_lazy_torch_modules
+    from sandbox.zygote import preload_lazy_torch_modules, single_threaded_torch
     preload_lazy_torch_modules()
+    single_threaded_torch()
     ex = exercise.get(job["exercise"])
     limits = Limits.from_dict(job["limits"]) if job.get("limits") else ex.limits
     line_map = LineMap.from_list(job.get("line_map"))

@@ -83,8 +83,9 @@ class Zygote:
         self._ready: dict | None = None
 
     @classmethod
-    def start(cls, *, isolate: bool = True, max_pids: int = 0) -> Zygote:
-        """Start a zygote here; with max_pids, inside a pids cgroup where this process may make one."""
+    def start(cls, *, isolate: bool = True, max_pids: int = 0, warm: bool = False) -> Zygote:
+        """Start a zygote here; with max_pids, inside a pids cgroup where this process may make one;
+        `warm`: it warms torch up for its workers (a warm sandbox's zygote, which serves many)."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         notes = []
         cgroup = PidsCgroup.create(max_pids) if max_pids else None
@@ -92,7 +93,8 @@ class Zygote:
         if isolate and prefix is None:
             notes.append("network not isolated: this OS does not let the grader create namespaces")
         # -P: the worker's folder must never shadow a module the zygote imports.
-        cmd = (prefix or []) + [sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())]
+        cmd = (prefix or []) + [sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())] \
+            + (["--warm"] if warm else [])
         process = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
                                    env=zygote_env(), preexec_fn=cgroup.enter if cgroup else None)
         child.close()

@@ -59,25 +59,27 @@ class Server:
         from sandbox.proxy import Zygote
         if self.image:  # started as root: the zygote as `student`, then this server becomes `grader`
             from sandbox.container import HARNESS_USER, start_student_zygote
-            control, process = start_student_zygote()
+            control, process = start_student_zygote(warm=True)
             self.zygote = Zygote(control, process, [])
             _become(HARNESS_USER)
             self.scope = "uid"
         else:
             from sandbox.harness import ZYGOTE_PIDS
-            self.zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS)
+            self.zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=True)
             self.scope = "namespace"
         self.notes = list(self.zygote.notes)
-        # What every harness needs, imported once; no tensor op runs here (see the module docstring).
+        # What every harness needs, imported and warmed up once, on one thread (see warm_up_torch).
         import pytest  # noqa: F401
         import pytest_jsonreport.plugin  # noqa: F401
 
         import exercise
         import sandbox.harness
         import sandbox.pytest_plugin  # noqa: F401
-        from sandbox.zygote import preload_lazy_torch_modules
-        exercise.all_exercises()
+        from sandbox.zygote import preload_lazy_torch_modules, warm_up_torch
         preload_lazy_torch_modules()
+        warm_up_torch()
+        for ex in exercise.all_exercises().values():
+            _import_tests(ex)
         self.zygote.wait_ready(READY_TIMEOUT_S)
 
     def grade(self, message: dict) -> dict:
@@ -144,6 +146,16 @@ class Server:
     def close(self) -> None:
         if self.zygote is not None:
             self.zygote.close()
+
+
+def _import_tests(ex) -> None:
+    """Import the exercise's test modules under the names pytest gives them (their package path),
+    so that each grade's pytest finds them imported instead of importing them again."""
+    import importlib
+    package = ex.tests_dir.relative_to(ex.directory.parent.parent).as_posix().replace("/", ".")
+    for path in sorted(ex.tests_dir.glob("*.py")):
+        if path.stem == "conftest" or path.stem.startswith("test_"):
+            importlib.import_module(f"{package}.{path.stem}")
 
 
 def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:

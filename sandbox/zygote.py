@@ -1,8 +1,9 @@
-"""The zygote: a process that imported torch (and ran no tensor op) and forks student workers.
+"""The zygote: a process that imported torch and forks student workers.
 
 Forking from it makes a fresh worker cost milliseconds instead of a torch import. It never runs
-a tensor op itself, since a process that has used torch's thread pool forks children that hang
-(measured with torch 2.13). Where the OS allows, the harness starts it as PID 1 of new PID and
+a tensor op on more than one thread, since a process that has used torch's thread pool forks
+children that hang (measured with torch 2.13); a warm sandbox's zygote (--warm) runs a few
+single-threaded ops first, so that its workers find torch's lazy set-up done (warm_up_torch). Where the OS allows, the harness starts it as PID 1 of new PID and
 network namespaces: workers then have no network, cannot signal anything outside, and all of them
 die with the zygote.
 
@@ -25,8 +26,10 @@ from sandbox.confine import confine
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     import numpy  # noqa: F401  (torch warns when numpy is missing; import it once here)
-    import torch  # noqa: F401  (imported, never used: see the module docstring)
+    import torch  # noqa: F401  (imported; ops only on one thread: see the module docstring)
     preload_lazy_torch_modules()
+    if "--warm" in sys.argv[2:]:
+        warm_up_torch()
     statuses: dict[int, int] = {}
     _send(control, {"event": "ready", "pid": os.getpid()})
     while True:
@@ -69,6 +72,47 @@ def preload_lazy_torch_modules() -> None:
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
 
+def warm_up_torch() -> None:
+    """Run, once and on one thread, the kinds of op a grade starts with (linear layers, masked
+    softmax attention, nn.MultiheadAttention with masks, SDPA, einsum, backward, a Jacobian, a meta
+    device op, in float32 and float64), so that every process forked from this one finds torch's
+    lazy set-up done. Used by warm sandboxes, whose zygote and harness server fork one process per
+    grade. Forking after ops is safe only because none ran on more than one thread (measured with
+    torch 2.13: after a multi-threaded op, a forked child hangs in its first parallel op; after
+    single-threaded ops, children run normally, even with more threads). The random number
+    generator is left as it was."""
+    import torch
+    import torch._dynamo  # noqa: F401  (what the first meta-device op imports: 0.8 s)
+    import torch.nn.functional as F
+    single_threaded_torch()
+    with torch.random.fork_rng(devices=[]):
+        for dtype in (torch.float32, torch.float64):
+            x = torch.randn(2, 5, 8, dtype=dtype, requires_grad=True)
+            layer = torch.nn.Linear(8, 24, dtype=dtype)
+            mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=dtype)
+            padding = torch.zeros(2, 5, dtype=torch.bool)
+            padding[1, 3:] = True
+            future = torch.ones(5, 5, dtype=torch.bool).triu(1)
+            out, _ = mha(x, x, x, key_padding_mask=padding, attn_mask=future, need_weights=False)
+            q, k, v = layer(x).split(8, dim=2)
+            q, k, v = (t.view(2, 5, 2, 4).transpose(1, 2) for t in (q, k, v))
+            weights = (q @ k.transpose(-2, -1) / 2.0).masked_fill(future, float("-inf")).softmax(dim=-1)
+            mixed = (weights @ v).transpose(1, 2).contiguous().view(2, 5, 8)
+            sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            total = out.sum() + mixed.sum() + sdpa.sum() + torch.einsum("bhtd,bhsd->bhts", q, k).sum()
+            total.backward()
+            torch.autograd.functional.jacobian(lambda z: z.softmax(-1), torch.randn(3, dtype=dtype))
+        layer.to("meta")(torch.empty(2, 8, device="meta"))
+
+
+def single_threaded_torch() -> None:
+    """One intra-op thread: the tests' tensors are tiny, and with several grades at once (a batch)
+    each grade's extra threads only wait on the others' (measured: 2 grades on 2 cores took 3x as
+    long with torch's default thread count as with one)."""
+    import torch
+    torch.set_num_threads(1)
+
+
 def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
     req_fd, resp_fd, out_fd = fds
     pid = os.fork()
@@ -97,6 +141,7 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
                                                     processes_capped=bool(command.get("processes_capped")),
                                                     really_root=bool(command.get("really_root", True)))
         os.environ.update(TMPDIR=command["cwd"], HOME=command["cwd"])
+        single_threaded_torch()
         notes += confine(writable=[command["cwd"]], hidden=list(command.get("hidden") or ()))
         from sandbox import worker
         worker.serve(req_fd, resp_fd, command["path"], worker.EntrySpec.from_dict(command["entry"]),

@@ -1,0 +1,265 @@
+"""`grade batch`: a class regraded through the real CLI, in warm sandboxes, on real files."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import exercise as exercises
+from tests.conftest import EXAMPLES, SUBMISSIONS
+
+SANDBOXES = [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
+ISOLATION = SUBMISSIONS / "isolation"
+ATTACKS = SUBMISSIONS / "attacks"
+
+
+@dataclass
+class BatchRun:
+    exit_code: int
+    output: str
+    out: Path
+
+    def gradebook(self) -> dict[str, dict]:
+        with open(self.out / "gradebook.csv", newline="") as f:
+            return {row["submission"]: row for row in csv.DictReader(f)}
+
+    def index(self) -> dict:
+        return json.loads((self.out / "index.json").read_text())["submissions"]
+
+    def result(self, key: str) -> dict:
+        return json.loads((self.out / self.index()[key]["result_file"]).read_text())
+
+
+def batch(folder: Path, out: Path, *extra: str, timeout: float = 600) -> BatchRun:
+    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "120"})
+    return BatchRun(proc.returncode, proc.stdout + proc.stderr, out)
+
+
+def start_batch(folder: Path, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def servers_of(pid: int) -> list[int]:
+    """The warm local servers that batch process `pid` started."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if b"sandbox.warm" in cmd and ppid == pid:
+                found.append(int(entry))
+    return found
+
+
+def leftovers() -> list[str]:
+    """Grading processes and containers still there."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if any(m in cmd for m in (b"sandbox.warm", b"sandbox.zygote", b"sandbox.harness", b"leftover-mark")):
+                found.append(cmd.replace(b"\0", b" ").decode(errors="replace")[:120])
+    try:
+        import docker
+        client = docker.from_env()
+        client.ping()
+        found += [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})]
+    except Exception:  # noqa: BLE001  (no engine here: only the local processes count)
+        pass
+    return found
+
+
+def make_class(folder: Path) -> Path:
+    """A class as instructors get one: files, a folder per student, a notebook, broken uploads."""
+    folder.mkdir()
+    shutil.copy(EXAMPLES / "correct.py", folder / "correct.py")
+    shutil.copy(EXAMPLES / "mask_after_softmax.py", folder / "mask_after_softmax.py")
+    shutil.copy(EXAMPLES / "notebook.ipynb", folder / "notebook.ipynb")
+    shutil.copy(SUBMISSIONS / "malformed" / "syntax_error.py", folder / "syntax_error.py")
+    shutil.copy(EXAMPLES / "padding_ignored.py", folder / "<img src=x onerror=alert(1)>.py")
+    (folder / "alice").mkdir()
+    shutil.copy(SUBMISSIONS / "correct" / "einsum.py", folder / "alice" / "attention.py")
+    (folder / "alice" / "helpers.py").write_text("SCALE = 1\n")
+    (folder / "bob").mkdir()
+    (folder / "bob" / "notes.txt").write_text("I did not finish\n")
+    (folder / ".DS_Store").write_text("ignored")
+    return folder
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_class_gets_a_gradebook_results_and_a_report(tmp_path, sandbox):
+    run = batch(make_class(tmp_path / "class"), tmp_path / "out", "--jobs", "2", "--sandbox", sandbox)
+    assert run.exit_code == 0, run.output
+    book = run.gradebook()
+    assert set(book) == {"correct.py", "mask_after_softmax.py", "notebook.ipynb", "syntax_error.py",
+                         "<img src=x onerror=alert(1)>.py", "alice", "bob"}
+    expected = {"correct.py": ("graded", "100", ""), "notebook.ipynb": ("graded", "100", ""),
+                "alice": ("graded", "100", ""), "mask_after_softmax.py": ("graded", "24", "mask_after_softmax"),
+                "<img src=x onerror=alert(1)>.py": ("graded", "88", "padding_ignored"), "syntax_error.py": ("rejected", "0", ""),
+                "bob": ("rejected", "0", "")}
+    for key, (status, score, bugs) in expected.items():
+        assert (book[key]["status"], book[key]["score"], book[key]["bugs"]) == (status, score, bugs), key
+        result = run.result(key)  # each result file is the native JSON, and agrees with the gradebook
+        assert (result["status"], f"{result['score']:g}") == (status, score)
+    assert "no .py or .ipynb" in run.result("bob")["message"]
+    html = (run.out / "report.html").read_text()
+    assert "The causal mask is applied after the softmax" in html and "The key padding mask is ignored" in html
+    assert "&lt;img src=x onerror=alert(1)&gt;.py" in html and "<img src=x" not in html
+    assert "<script" not in html and "http://" not in html and "https://" not in html
+    assert "7 submissions: 5 graded, 2 rejected, 0 errors" in run.output
+    assert "Top bugs" in run.output and "graded 7, kept 0" in run.output
+    assert "2 warm sandboxes started" in run.output
+    assert leftovers() == []
+
+
+def test_a_rerun_grades_only_new_or_changed_submissions(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for name in ("a.py", "b.py", "c.py"):
+        shutil.copy(EXAMPLES / "correct.py", folder / name)
+    first = batch(folder, tmp_path / "out", "--jobs", "2")
+    assert first.exit_code == 0 and "graded 3, kept 0" in first.output, first.output
+    stamps = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out" / "results").iterdir()}
+
+    again = batch(folder, tmp_path / "out", "--jobs", "2")
+    assert again.exit_code == 0 and "graded 0, kept 3" in again.output, again.output
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out" / "results").iterdir()} == stamps
+    assert set(again.gradebook()) == {"a.py", "b.py", "c.py"}
+
+    shutil.copy(EXAMPLES / "mask_after_softmax.py", folder / "b.py")   # a student uploads a new version
+    shutil.copy(EXAMPLES / "padding_ignored.py", folder / "d.py")      # a late submission
+    changed = batch(folder, tmp_path / "out", "--jobs", "2")
+    assert changed.exit_code == 0 and "graded 2, kept 2" in changed.output, changed.output
+    book = changed.gradebook()
+    assert (book["b.py"]["score"], book["d.py"]["score"], book["a.py"]["score"]) == ("24", "88", "100")
+
+    forced = batch(folder, tmp_path / "out", "--jobs", "2", "--force")
+    assert forced.exit_code == 0 and "graded 4, kept 0" in forced.output, forced.output
+
+
+def test_the_grading_key_follows_the_tests_and_their_points(tmp_path):
+    ex = exercises.get()
+    copy = tmp_path / "exercise"
+    shutil.copytree(ex.directory, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    same = type(ex)(**{**ex.__dict__, "directory": copy})
+    assert same.fingerprint() == ex.fingerprint()
+    tests = copy / "tests" / "test_06_parameters.py"
+    tests.write_text(tests.read_text().replace("@pytest.mark.points(10)", "@pytest.mark.points(12)"))
+    assert same.fingerprint() != ex.fingerprint()
+
+
+def test_a_grader_failure_is_that_submissions_result_and_a_rerun_retries_it(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for name in ("a.py", "b.py", "c.py"):
+        shutil.copy(EXAMPLES / "correct.py", folder / name)
+    out = tmp_path / "out"
+    process = start_batch(folder, out, "--jobs", "1")
+    # Kill the batch's warm sandbox again and again until a submission has been recorded as a grader
+    # failure: its grade and its one retry both lose their sandbox.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        for pid in servers_of(process.pid):
+            os.kill(pid, signal.SIGKILL)
+        try:
+            index = json.loads((out / "index.json").read_text())["submissions"]
+        except (OSError, ValueError, KeyError):
+            index = {}
+        if any(e["status"] == "error" for e in index.values()):
+            break
+        time.sleep(0.1)
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 1, output
+    book = BatchRun(1, output, out).gradebook()
+    assert set(book) == {"a.py", "b.py", "c.py"}, "every submission has a row, failed or not"
+    errors = sorted(k for k, row in book.items() if row["status"] == "error")
+    assert errors and all(book[k]["score"] == "" for k in errors)
+    assert f"to rerun: {', '.join(errors)}" in output
+    assert all(row["score"] == "100" for k, row in book.items() if k not in errors)
+
+    rerun = batch(folder, out, "--jobs", "1")
+    assert rerun.exit_code == 0, rerun.output
+    assert f"graded {len(errors)}, kept {3 - len(errors)}" in rerun.output
+    assert all(row["score"] == "100" for row in rerun.gradebook().values())
+    assert leftovers() == []
+
+
+def test_ctrl_c_keeps_what_was_graded_and_a_rerun_finishes(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for i in range(6):
+        shutil.copy(EXAMPLES / "mask_after_softmax.py", folder / f"s{i}.py")
+    out = tmp_path / "out"
+    process = start_batch(folder, out, "--jobs", "1")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out / "index.json").exists():
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 130, output
+    assert "interrupted" in output and "run the same command again" in output
+    run = BatchRun(130, output, out)
+    index = run.index()
+    assert 1 <= len(index) < 6
+    assert set(run.gradebook()) == set(index), "the gradebook lists exactly what was graded"
+    assert all(run.result(key)["score"] == 24 for key in index)
+    assert leftovers() == []
+
+    rerun = batch(folder, out, "--jobs", "2")
+    assert rerun.exit_code == 0, rerun.output
+    assert f"graded {6 - len(index)}, kept {len(index)}" in rerun.output
+    assert len(rerun.gradebook()) == 6
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_nothing_of_a_submission_survives_into_the_next(tmp_path, sandbox):
+    """leave_behind.py plants a daemon, files, an environment variable and module state (and is
+    rejected if it could not); find_leftovers.py, graded next in the same warm sandbox, is rejected
+    if it finds any of it."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    shutil.copy(ISOLATION / "leave_behind.py", folder / "1_leave_behind.py")
+    shutil.copy(ISOLATION / "find_leftovers.py", folder / "2_find_leftovers.py")
+    shutil.copy(ISOLATION / "leave_behind.py", folder / "3_leave_behind.py")
+    shutil.copy(ISOLATION / "find_leftovers.py", folder / "4_find_leftovers.py")
+    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox)
+    assert run.exit_code == 0, run.output
+    for key in sorted(run.gradebook()):
+        result = run.result(key)
+        assert (result["status"], result["score"]) == ("graded", 100), (key, result.get("message"))
+    assert "1 warm sandbox started" in run.output, "all four were graded in the same warm sandbox"
+    assert leftovers() == []
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_hostile_submissions_do_not_stop_the_batch_or_spoil_the_next_grade(tmp_path, sandbox):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for name in ("kill_everything", "kill_parent", "daemon_double_fork", "fake_report_files", "close_all_fds"):
+        shutil.copy(ATTACKS / f"{name}.py", folder / f"{name}.py")
+    shutil.copy(EXAMPLES / "correct.py", folder / "zz_correct.py")
+    shutil.copy(EXAMPLES / "mask_after_softmax.py", folder / "zz_mask_after_softmax.py")
+    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox)
+    assert run.exit_code == 0, run.output
+    book = run.gradebook()
+    assert len(book) == 7 and all(row["status"] in ("graded", "rejected") for row in book.values()), book
+    assert (book["zz_correct.py"]["score"], book["zz_mask_after_softmax.py"]["score"]) == ("100", "24")
+    assert book["daemon_double_fork.py"]["score"] == "28" and book["fake_report_files.py"]["score"] == "28"
+    assert leftovers() == []
