@@ -230,15 +230,13 @@ def test_ctrl_c_keeps_what_was_graded_and_a_rerun_finishes(tmp_path):
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_nothing_of_a_submission_survives_into_the_next(tmp_path, sandbox):
-    """leave_behind.py plants a daemon, files, an environment variable and module state (and is
-    rejected if it could not); find_leftovers.py, graded next in the same warm sandbox, is rejected
-    if it finds any of it."""
+    """leave_and_look.py, graded four times in the same warm sandbox, is rejected if it finds what
+    an earlier grade left (a daemon, files, an environment variable, module state), and leaves all
+    of that behind itself (it is rejected if it could not)."""
     folder = tmp_path / "class"
     folder.mkdir()
-    shutil.copy(ISOLATION / "leave_behind.py", folder / "1_leave_behind.py")
-    shutil.copy(ISOLATION / "find_leftovers.py", folder / "2_find_leftovers.py")
-    shutil.copy(ISOLATION / "leave_behind.py", folder / "3_leave_behind.py")
-    shutil.copy(ISOLATION / "find_leftovers.py", folder / "4_find_leftovers.py")
+    for i in range(4):
+        shutil.copy(ISOLATION / "leave_and_look.py", folder / f"{i}_leave_and_look.py")
     run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox)
     assert run.exit_code == 0, run.output
     for key in sorted(run.gradebook()):

@@ -1,37 +1,44 @@
-# isolation: plants, at import, what a later submission in the same warm sandbox could find:
-# a daemon process in a new session, files in its folder, $HOME, TMPDIR and /dev/shm, an environment
-# variable, and changed module state (torch, json, sys.modules). It checks that each plant is really
-# in place (with the same checks as find_leftovers.py) and raises otherwise, so a plant that silently
-# failed shows as a rejection instead of a vacuous pass.
+# isolation: graded several times in a row in the same warm sandbox. At import it first looks for
+# anything an earlier submission left (a process, files, an environment variable, changed module
+# state) and raises, naming it, if it finds any; then it leaves all of these behind itself for the
+# next one, and raises if a plant did not take, so that a plant that silently failed shows as a
+# rejection instead of a vacuous pass. What it leaves is tagged with its own scratch folder (a new
+# one per grade), so that the workers of one grade do not count each other's plants.
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 import types
 
 import torch
 import torch.nn as nn
 
 MARK = "leftover-mark-5c1e"
+TAG = hashlib.sha256(os.getcwd().encode()).hexdigest()[:12]   # this grade
 
 
-def daemon_alive() -> bool:
+def processes() -> list[str]:
+    """Tags of the marked processes running now."""
+    tags = []
     for pid in os.listdir("/proc"):
         if pid.isdigit() and int(pid) != os.getpid():
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if MARK.encode() in f.read():
-                        return True
+                    cmd = f.read().decode(errors="replace")
             except OSError:
-                pass
-    return False
+                continue
+            if MARK in cmd:
+                tags.append(cmd.rsplit(MARK, 1)[1].strip("-\0 "))
+    return tags
 
 
-def files_found() -> list[str]:
-    places = {os.getcwd(), os.path.expanduser("~"), tempfile.gettempdir(), "/dev/shm"}
+def files() -> list[str]:
+    """Marked files wherever this worker may look."""
     found = []
-    for place in places:
+    for place in {os.getcwd(), os.path.expanduser("~"), tempfile.gettempdir(), "/dev/shm"}:
         try:
             found += [os.path.join(place, n) for n in os.listdir(place) if MARK in n]
         except OSError:
@@ -39,7 +46,7 @@ def files_found() -> list[str]:
     return found
 
 
-def state_found() -> list[str]:
+def state() -> list[str]:
     found = []
     if os.environ.get("LEFTOVER_MARK"):
         found.append("environment variable LEFTOVER_MARK")
@@ -50,13 +57,18 @@ def state_found() -> list[str]:
     return found
 
 
-if not daemon_alive():
-    subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(300)  # {MARK}"],
+earlier = [f"a process of an earlier grade ({t})" for t in processes() if t != TAG] \
+    + [p for p in files() if TAG not in p] + state()
+if earlier:
+    raise RuntimeError(f"found what an earlier submission left: {', '.join(earlier)}")
+
+if TAG not in processes():
+    subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(300)  # {MARK}-{TAG}"],
                      start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL)
 for place in (os.getcwd(), os.path.expanduser("~"), tempfile.gettempdir(), "/dev/shm"):
     try:
-        with open(os.path.join(place, f"{MARK}.txt"), "w") as f:
+        with open(os.path.join(place, f"{MARK}-{TAG}.txt"), "w") as f:
             f.write("left for the next submission")
     except OSError:
         pass  # a place the sandbox does not let us write
@@ -64,15 +76,15 @@ os.environ["LEFTOVER_MARK"] = "1"
 torch.LEFTOVER_MARK = json.LEFTOVER_MARK = True
 sys.modules[MARK] = types.ModuleType(MARK)
 
-for _ in range(100):  # the daemon needs a moment to exec
-    if daemon_alive():
+for _ in range(200):  # the daemon needs a moment to start
+    if TAG in processes():
         break
-    import time
     time.sleep(0.02)
-_missing = [name for name, ok in (("daemon", daemon_alive()), ("file in the working folder", any(
-    os.path.dirname(p) == os.getcwd() for p in files_found())), ("state", len(state_found()) == 3)) if not ok]
-if _missing:
-    raise RuntimeError(f"could not plant: {', '.join(_missing)}")
+missing = [what for what, ok in (("process", TAG in processes()),
+                                 ("file in the working folder", os.path.join(os.getcwd(), f"{MARK}-{TAG}.txt") in files()),
+                                 ("state", len(state()) == 3)) if not ok]
+if missing:
+    raise RuntimeError(f"could not plant: {', '.join(missing)}")
 
 
 class CausalSelfAttention(nn.Module):
