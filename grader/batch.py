@@ -7,7 +7,8 @@
 
 A submission is a .py or .ipynb file directly in the folder, or a sub-folder (a folder per student),
 where the one file that defines the exercise's class is graded. Each is keyed by the hash of what is
-graded, the exercise's fingerprint (version, tests and their points) and the grader's version; a rerun
+graded, the exercise's fingerprint (version, tests and their points), the grader's version, the
+sandbox and the time limit; a rerun
 grades only what has no result under its current key, or everything with `force`. A grader failure is
 that submission's result (status error, never kept for a rerun), not the end of the batch; an
 interrupt keeps every result recorded so far.
@@ -17,14 +18,13 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import queue
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import exercise as exercises
 import sandbox.backend as backends
@@ -43,9 +43,10 @@ class Unit:
     rejection: str = ""          # a folder with no file to grade (none, or no way to choose)
     content: bytes = b""         # what the grading key hashes
 
-    def grading_key(self, fingerprint: str) -> str:
+    def grading_key(self, setting: str) -> str:
+        """The hash of what is graded and of `setting` (how: see Batch.setting)."""
         digest = hashlib.sha256(self.content)
-        digest.update(f"\0{fingerprint}\0{__version__}\0{self.rejection}".encode())
+        digest.update(f"\0{setting}\0{self.rejection}".encode())
         return digest.hexdigest()
 
 
@@ -85,6 +86,7 @@ class Outcome:
     rows: list[classreport.Row] = field(default_factory=list)
     duration_s: float = 0.0
     sandbox_starts: int = 0      # warm sandboxes started, restarts included
+    failure: str = ""            # why the batch stopped before the end, when it was not Ctrl-C
 
     @property
     def errors(self) -> list[str]:
@@ -104,6 +106,8 @@ class Batch:
         self.folder, self.out, self.exercise, self.sandbox = folder, out, exercise, sandbox
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
         self.fingerprint = exercises.get(exercise).fingerprint()
+        # Everything but the file that can change a grade: a rerun with another one regrades.
+        self.setting = json.dumps([self.fingerprint, __version__, sandbox, wall_s])
         self.results_dir = out / "results"
         self.index_path = out / "index.json"
         self._lock = threading.Lock()
@@ -121,7 +125,7 @@ class Batch:
         return units, todo, index
 
     def _is_current(self, unit: Unit, entry: dict | None) -> bool:
-        return bool(entry) and entry.get("key") == unit.grading_key(self.fingerprint) \
+        return bool(entry) and entry.get("key") == unit.grading_key(self.setting) \
             and entry.get("status") != Status.ERROR.value and (self.out / entry.get("result_file", "")).is_file()
 
     def _load_index(self) -> dict:
@@ -147,6 +151,7 @@ class Batch:
                 raise BatchBusy(f"another `grade batch` is writing to {self.out}; wait for it or use "
                                 "another --out") from err
             outcome = self._run_locked(on_start, on_done)
+            self._write_reports(outcome)
         outcome.duration_s = time.monotonic() - started
         return outcome
 
@@ -189,7 +194,12 @@ class Batch:
                 result = self._grade(unit, sandbox)
                 if self._stop.is_set():
                     return  # interrupted mid-grade: this result is not trusted, and not recorded
-                self._record(unit, result, index)
+                try:
+                    self._record(unit, result, index)
+                except OSError as err:  # the output folder broke (disk full, removed): stop, keep the rest
+                    outcome.failure = f"cannot record a result in {self.out}: {err.strerror or err}"
+                    self._stop.set()
+                    return
                 outcome.graded_now.append(unit.key)
                 on_done(unit.key, result)
         finally:
@@ -199,12 +209,15 @@ class Batch:
                     outcome.sandbox_starts += getattr(sandbox, "starts", 0)
 
     def _new_sandbox(self):
+        """This slot's sandbox (its warm server starts on the first grade), or None once stopping."""
         if self.warm:
             from sandbox.warm import WARM
             sandbox = WARM[self.sandbox]() if self.sandbox in WARM else backends.get(self.sandbox)
         else:
             sandbox = backends.get(self.sandbox)
         with self._lock:
+            if self._stop.is_set() and hasattr(sandbox, "shutdown"):
+                sandbox.shutdown()
             self._sandboxes.append(sandbox)
         return sandbox
 
@@ -225,8 +238,10 @@ class Batch:
         try:
             if hasattr(sandbox, "start"):
                 sandbox.start()  # a warm sandbox's start is not this submission's grading time
+            # The class's other files and results stay out of the student's sight.
             return grading.grade_file(unit.path, exercise=self.exercise, sandbox=self.sandbox,
-                                      wall_s=self.wall_s, backend=sandbox)
+                                      wall_s=self.wall_s, backend=sandbox,
+                                      hidden=(str(self.folder.resolve()), str(self.out.resolve())))
         except (SandboxFailure, backends.SandboxUnavailable) as failure:
             message = failure.message if isinstance(failure, SandboxFailure) else str(failure)
         except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, not the batch)
@@ -238,7 +253,7 @@ class Batch:
         entry without its file."""
         name = f"results/{_safe_name(unit.key)}.json"
         classreport.write_atomic(self.out / name, formats.dumps(formats.to_format(result, "native")) + "\n")
-        entry = {"key": unit.grading_key(self.fingerprint), "result_file": name, "status": result.status.value,
+        entry = {"key": unit.grading_key(self.setting), "result_file": name, "status": result.status.value,
                  "graded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         with self._lock:
             index[unit.key] = entry
@@ -249,11 +264,12 @@ class Batch:
     # --- reporting --------------------------------------------------------------------------
 
     def _rows(self, units: list[Unit], index: dict) -> list[classreport.Row]:
-        """A row for every submission now in the folder that has a recorded result."""
+        """A row for every submission now in the folder whose result was recorded under its current
+        key: a submission changed since its last grade has no row until it is graded again."""
         rows = []
         for unit in units:
             entry = index.get(unit.key)
-            if not entry:
+            if not entry or entry.get("key") != unit.grading_key(self.setting):
                 continue
             try:
                 result = json.loads((self.out / entry["result_file"]).read_text())
@@ -266,7 +282,7 @@ class Batch:
                 result=result, result_file=entry["result_file"]))
         return rows
 
-    def write_reports(self, outcome: Outcome) -> None:
+    def _write_reports(self, outcome: Outcome) -> None:
         classreport.write_gradebook(outcome.rows, self.out / "gradebook.csv")
         summary = classreport.summarize(outcome.rows)
         classreport.write_html(summary, outcome.rows, self.out / "report.html",

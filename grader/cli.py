@@ -131,10 +131,17 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     Exit status: 0 when every submission has a result, 1 when the grader failed on any (their
     rows say status error; rerun to retry them), 130 when interrupted.
     """
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    from grader import batch as batches, classreport
+    from grader import batch as batches
+    from grader import classreport
     console = Console(highlight=False)
     if sandbox == "docker":
         try:
@@ -167,7 +174,6 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         raise click.ClickException(f"cannot write to {out}: {err.strerror or err}") from err
     if not outcome.units:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
-    job.write_reports(outcome)
     classreport.print_summary(classreport.summarize(outcome.rows), console)
     started = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
                if not cold and outcome.graded_now else "")
@@ -179,7 +185,10 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         console.print(f"[yellow]interrupted[/]: {left} submission(s) not graded yet; run the same command again "
                       "to grade only those")
         sys.exit(130)
-    sys.exit(EXIT_GRADER_FAILED if outcome.errors else EXIT_RESULT)
+    if outcome.failure:
+        raise click.ClickException(f"{outcome.failure}; the results recorded before are kept")
+    missing = len(outcome.units) - len(outcome.rows)
+    sys.exit(EXIT_GRADER_FAILED if outcome.errors or missing else EXIT_RESULT)
 
 
 @main.group("platform")

@@ -17,9 +17,11 @@ DEFAULT_SANDBOX = "local"
 
 
 def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
-               wall_s: float | None = None, backend: backends.Sandbox | None = None) -> GradeResult:
+               wall_s: float | None = None, backend: backends.Sandbox | None = None,
+               hidden: tuple[str, ...] = ()) -> GradeResult:
     """Grade one submission. Student mistakes become a result; a grader fault raises SandboxFailure.
-    `backend`: a sandbox already running (a batch's warm one), else a new one named `sandbox`."""
+    `backend`: a sandbox already running (a batch's warm one), else a new one named `sandbox`;
+    `hidden`: more paths the student's code may not read (a batch's other submissions)."""
     started = time.monotonic()
     ex = exercises.get(exercise)
     limits = ex.limits if wall_s is None else dataclasses.replace(ex.limits, wall_s=wall_s)
@@ -30,7 +32,7 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
         return rejected_result(path, rejected.message, exercise=ex.name, sandbox=sandbox,
                                duration_s=time.monotonic() - started)
     run = backend.run(backends.Job(exercise=ex.name, source=sub.script, limits=limits,
-                                   line_map=sub.line_map.to_list()))
+                                   line_map=sub.line_map.to_list(), hidden=tuple(hidden)))
     if run.report is None:
         raise SandboxFailure(run.failure or "the sandbox gave no report", log=run.log_tail)
     try:

@@ -17,10 +17,11 @@ class Job:
     source: bytes
     limits: Limits
     line_map: list = field(default_factory=list)
+    hidden: tuple[str, ...] = ()   # more paths the student's code may not read
 
     def to_harness(self, submission_path: str) -> dict:
         return {"exercise": self.exercise, "submission": submission_path, "limits": self.limits.to_dict(),
-                "line_map": self.line_map}
+                "line_map": self.line_map, "hidden": list(self.hidden)}
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,12 @@ class RunResult:
     duration_s: float
     failure: str | None = None      # set when there is no report: what went wrong
     log_tail: str = ""              # the end of the harness's stderr, for diagnosing grader faults
+
+    @classmethod
+    def of(cls, raw: bytes | None, duration_s: float, why_none: str, log_tail: str = "") -> RunResult:
+        """The result of a run that gave `raw`: its report, or `why_none` when it is not one."""
+        report = parse_report(raw)
+        return cls(report, duration_s, None if report is not None else why_none, log_tail)
 
 
 def parse_report(raw: bytes | None) -> dict | None:

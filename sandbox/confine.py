@@ -64,8 +64,14 @@ def _drop_capabilities(libc) -> list[str]:
     return []
 
 
+def landlock_abi(libc=None) -> int:
+    """The kernel's Landlock ABI version; below 1 where there is none."""
+    libc = libc or ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
+
+
 def _landlock(libc, *, writable: list[str], hidden: list[str]) -> list[str]:
-    abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION)
+    abi = landlock_abi(libc)
     if abi < 1:
         return ["file-system confinement (Landlock) not available: the student's code can write "
                 "wherever this user can"]

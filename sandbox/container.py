@@ -24,9 +24,9 @@ import sys
 import tempfile
 import time
 
-from sandbox.backend import SCRIPT_NAME, Job, RunResult, parse_report
+from sandbox.backend import SCRIPT_NAME, Job, RunResult
 from sandbox.local import kill_group, read_until
-from sandbox.proxy import zygote_env
+from sandbox.proxy import zygote_command, zygote_env
 
 HARNESS_USER, STUDENT_USER = "grader", "student"
 JOB = "/work/job.json"
@@ -67,8 +67,7 @@ def run_job(job: dict, wall_s: float) -> tuple[bytes | None, str | None]:
 def start_student_zygote(warm: bool = False) -> tuple[socket.socket, subprocess.Popen]:
     """A zygote running as the student user, and the socket that commands it."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno()),
-                                *(["--warm"] if warm else [])],
+    process = subprocess.Popen(zygote_command(child.fileno(), warm),
                                pass_fds=[child.fileno()], user=STUDENT_USER, group=STUDENT_USER,
                                extra_groups=[], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, cwd=SCRATCH, env=zygote_env(),
@@ -77,15 +76,20 @@ def start_student_zygote(warm: bool = False) -> tuple[socket.socket, subprocess.
     return parent, process
 
 
+def become(user: str) -> None:
+    """Drop this process to `user` for good: its user and group IDs, and no other group."""
+    entry = pwd.getpwnam(user)
+    os.setgroups([])
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
+
+
 def kill_user(name: str) -> None:
     """SIGKILL every process of user `name`: whatever the student's code left running, daemons too."""
-    uid = pwd.getpwnam(name).pw_uid
     pid = os.fork()
     if pid == 0:
         try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
+            become(name)
             os.kill(-1, signal.SIGKILL)  # every process this uid may signal, except this one
         finally:
             os._exit(0)
@@ -107,10 +111,7 @@ class ImageSandbox:
             os.chmod(script, 0o444)
             data, failure = run_job(job.to_harness(script), job.limits.wall_s)
         duration = time.monotonic() - started
-        report = parse_report(data)
-        if report is None:
-            return RunResult(None, duration, failure or "the harness's report is not a JSON object")
-        return RunResult(report, duration)
+        return RunResult.of(data, duration, failure or "the harness's report is not a JSON object")
 
 
 def main() -> int:

@@ -20,7 +20,6 @@ from sandbox.backend import (
     Job,
     RunResult,
     SandboxUnavailable,
-    parse_report,
 )
 
 DEFAULT_IMAGE = "attention-grader:latest"
@@ -81,10 +80,7 @@ class DockerSandbox:
         duration = time.monotonic() - started
         if timed_out:
             return RunResult(None, duration, f"the container did not finish within {job.limits.wall_s:g} s", log)
-        report = parse_report(report_bytes)
-        if report is None:
-            return RunResult(None, duration, "the container exited without a report", log)
-        return RunResult(report, duration, None, log)
+        return RunResult.of(report_bytes, duration, "the container exited without a report", log)
 
 
 def container_options() -> dict:

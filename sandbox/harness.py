@@ -52,7 +52,7 @@ def run(job: dict) -> dict:
     import tempfile
     student = Student(zygote, path=job["submission"], entry=ex.entry, limits=limits, deadline=deadline,
                       scratch=job.get("scratch"), locate=line_map.describe(source_lines),
-                      source_lines=source_lines, hidden=(str(ex.directory), tempfile.gettempdir()))
+                      source_lines=source_lines, hidden=(str(ex.directory), tempfile.gettempdir(), *job.get("hidden", ())))
     report = {"schema": REPORT_SCHEMA, "exercise": ex.name, "exercise_version": ex.version,
               "environment": _environment(), "notes": list(zygote.notes)}
     try:

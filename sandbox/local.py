@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 
-from sandbox.backend import SCRIPT_NAME, Job, RunResult, parse_report
+from sandbox.backend import SCRIPT_NAME, Job, RunResult
 
 MAX_REPORT_BYTES = 64 << 20
 
@@ -54,11 +54,8 @@ class LocalSandbox:
         if timed_out:
             return RunResult(None, duration, f"the sandbox did not finish within {job.limits.wall_s:g} s",
                              log.text())
-        report = parse_report(raw)
-        if report is None:
-            return RunResult(None, duration, f"the harness exited with code {process.returncode} "
-                                             f"without a report", log.text())
-        return RunResult(report, duration, None, log.text())
+        return RunResult.of(raw, duration, f"the harness exited with code {process.returncode} without a report",
+                            log.text())
 
 
 def read_until(fd: int, deadline: float) -> tuple[bytes, bool]:

@@ -92,9 +92,7 @@ class Zygote:
         prefix = _namespace_prefix() if isolate else None
         if isolate and prefix is None:
             notes.append("network not isolated: this OS does not let the grader create namespaces")
-        # -P: the worker's folder must never shadow a module the zygote imports.
-        cmd = (prefix or []) + [sys.executable, "-P", "-m", "sandbox.zygote", str(child.fileno())] \
-            + (["--warm"] if warm else [])
+        cmd = (prefix or []) + zygote_command(child.fileno(), warm)
         process = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
                                    env=zygote_env(), preexec_fn=cgroup.enter if cgroup else None)
         child.close()
@@ -151,10 +149,13 @@ class Zygote:
     def close(self) -> None:
         """Kill the zygote we started (in a PID namespace every worker dies with it); a zygote we
         were handed exits when its socket closes, and its container ends the rest."""
+        self.control.close()  # a zygote that cannot be killed from here exits when its socket closes
         if self.process is not None:
-            self.process.kill()
+            try:
+                self.process.kill()
+            except PermissionError:  # another user's (the student's, in the image)
+                pass
             self.process.wait()
-        self.control.close()
         if self.cgroup is not None:
             self.cgroup.remove()
 
@@ -183,6 +184,12 @@ class Zygote:
         return answer
 
 
+def zygote_command(fd: int, warm: bool = False) -> list[str]:
+    """How a zygote is started, commanded through socket `fd` (-P: the worker's folder must never
+    shadow a module the zygote imports)."""
+    return [sys.executable, "-P", "-m", "sandbox.zygote", str(fd), *(["--warm"] if warm else [])]
+
+
 def zygote_env() -> dict:
     """The zygote's (and so every worker's) environment: only what Python and torch need."""
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR")}
@@ -195,17 +202,18 @@ _PREFIX_CACHE: list | None = None
 
 
 def _namespace_prefix() -> list[str] | None:
-    """The `unshare` command that puts the zygote in new PID and network namespaces, if it works."""
+    """The `unshare` command that puts the zygote in new PID, network and IPC namespaces, if it works."""
     global _PREFIX_CACHE
     if _PREFIX_CACHE is not None:
         return _PREFIX_CACHE or None
     tool = shutil.which("unshare")
     # --mount-proc: the workers' /proc shows only their own namespace, not the harness's fds.
-    isolated = ["--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc"]
-    candidates = [isolated, ["--net", "--pid", "--fork", "--kill-child"]]
+    # --ipc: System V shared memory and semaphores stay inside the grade.
+    isolated = ["--net", "--pid", "--ipc", "--fork", "--kill-child", "--mount", "--mount-proc"]
+    candidates = [isolated, ["--net", "--pid", "--ipc", "--fork", "--kill-child"]]
     if os.geteuid() != 0:
         candidates[:0] = [["--user", "--map-root-user", *isolated],
-                          ["--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"]]
+                          ["--user", "--map-root-user", "--net", "--pid", "--ipc", "--fork", "--kill-child"]]
     for flags in candidates if tool else []:
         probe = subprocess.run([tool, *flags, "true"], capture_output=True)
         if probe.returncode == 0:

@@ -6,22 +6,26 @@ the exercises once, and grades one submission after another in a fresh fork of i
 
 What a submission gets is what a cold grade gives it:
 - its own scratch folder, which is the only place its workers may write;
-- a harness that is a fresh fork of the server (the server has never run a tensor op, so forking is
-  safe, and nothing one grade does to the harness's modules reaches the next);
+- a harness that is a fresh fork of the server (the server ran tensor ops on one thread only, so
+  forking is safe, and nothing one grade does to the harness's modules reaches the next);
 - workers forked from the slot's zygote, confined as in a cold grade.
 After each submission the harness's process group is killed and the zygote kills every process it can
 signal but itself: it is PID 1 of its own PID namespace (local) or the only process of the `student`
-user that must live (image). Only when it confirms that no process is left, and the scratch folder is
-gone, does the server take the next submission; otherwise it says so and exits, and the caller starts a
-fresh one. So a submission cannot leave a process, a file or a changed module for the next one.
+user that must live (image). It also removes the System V IPC objects and (image) the student's files,
+and checks that no worker changed its own limits, priority, CPU affinity or scheduling (sandbox.reset).
+Only when it confirms all of that, this server sees no process of the submission left, and the scratch
+folder is gone, does the server take the next submission; otherwise it says so and exits, and the caller
+starts a fresh one. Without Landlock it never vouches, and every submission gets a fresh server.
 
 Protocol: one JSON object per line. The server says {"event": "ready", "notes": [...]} once, then
-answers each {"id", "exercise", "source" (base64), "limits", "line_map"} with {"id", "report" (the
-harness's JSON text, or null), "failure", "log", "recycle"}.
+answers each job (the harness's job with the submission's "source" in base64, and an "id") with
+{"id", "report" (the harness's JSON text, or null), "failure"}, and then, once it has cleared up,
+{"event": "reset", "clean": bool}; after a clean-up it cannot vouch for, it exits.
 """
 from __future__ import annotations
 
 import base64
+import ctypes
 import json
 import os
 import queue
@@ -38,11 +42,12 @@ from sandbox.backend import (
     Job,
     RunResult,
     SandboxUnavailable,
-    parse_report,
 )
 
 READY_TIMEOUT_S = 180.0   # a server's start: the torch, pytest and exercise imports, on a loaded machine
-REPLY_MARGIN_S = 30.0     # beyond a job's wall clock: the reset after it, and a busy machine
+REPLY_MARGIN_S = 30.0     # beyond a job's wall clock, on a busy machine
+RESET_TIMEOUT_S = 30.0    # the clean-up after a submission; longer, and the server is replaced
+_PR_SET_PDEATHSIG = 1
 
 
 # --- the server --------------------------------------------------------------------------------
@@ -54,20 +59,35 @@ class Server:
         self.image = image
         self.zygote = None
         self.notes: list[str] = []
+        self.scope = "uid" if image else "namespace"
+        self.can_reset = False
 
     def start(self) -> None:
+        from sandbox.confine import landlock_abi
         from sandbox.proxy import Zygote
         if self.image:  # started as root: the zygote as `student`, then this server becomes `grader`
-            from sandbox.container import HARNESS_USER, start_student_zygote
+            import pwd
+
+            from sandbox.container import (
+                HARNESS_USER,
+                STUDENT_USER,
+                become,
+                start_student_zygote,
+            )
             control, process = start_student_zygote(warm=True)
             self.zygote = Zygote(control, process, [])
-            _become(HARNESS_USER)
-            self.scope = "uid"
+            self.student_uid = pwd.getpwnam(STUDENT_USER).pw_uid
+            become(HARNESS_USER)
+            os.environ["HOME"] = tempfile.gettempdir()
         else:
             from sandbox.harness import ZYGOTE_PIDS
             self.zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=True)
-            self.scope = "namespace"
         self.notes = list(self.zygote.notes)
+        # Without Landlock a worker may write outside its scratch folder and reach the zygote: no
+        # reset could vouch for that, so every submission then gets a fresh server.
+        self.can_reset = landlock_abi() >= 1
+        if not self.can_reset:
+            self.notes.append("warm sandbox restarted after every submission: no Landlock on this kernel")
         # What every harness needs, imported and warmed up once, on one thread (see warm_up_torch).
         import pytest  # noqa: F401
         import pytest_jsonreport.plugin  # noqa: F401
@@ -81,8 +101,12 @@ class Server:
         for ex in exercise.all_exercises().values():
             _import_tests(ex)
         self.zygote.wait_ready(READY_TIMEOUT_S)
+        self.zygote_pid = int(self.zygote._ready.get("pid") or 0)
+        # Only now, with the zygote running, has `unshare` surely made its namespaces.
+        self.private_ipc = self.image or _own_ipc_namespace(self.zygote.process.pid)
 
-    def grade(self, message: dict) -> dict:
+    def grade(self, message: dict) -> tuple[dict, str]:
+        """The reply to one job, and the scratch folder that reset() must clear after it is sent."""
         from sandbox.local import read_until
         started = time.monotonic()
         wall_s = float(message["limits"]["wall_s"])
@@ -94,10 +118,9 @@ class Server:
         with open(path, "wb") as f:
             f.write(base64.b64decode(message["source"]))
         os.chmod(path, 0o444)
-        job = {"exercise": message["exercise"], "submission": path, "limits": message["limits"],
-               "line_map": message.get("line_map") or [], "scratch": scratch,
-               "zygote_fd": self.zygote.control.fileno(), "zygote_ready": True, "zygote_notes": self.notes,
-               "zygote_capped": self.zygote.processes_capped}
+        job = {**{k: v for k, v in message.items() if k not in ("id", "source")}, "submission": path,
+               "scratch": scratch, "zygote_fd": self.zygote.control.fileno(), "zygote_ready": True,
+               "zygote_notes": self.notes, "zygote_capped": self.zygote.processes_capped}
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -108,19 +131,18 @@ class Server:
         finally:
             os.close(read_fd)
             _kill_and_reap(pid)
-        clean = self._reset(scratch)
-        reply = {"id": message.get("id"), "report": None, "failure": None, "recycle": not clean,
-                 "duration_s": time.monotonic() - started}
+        reply = {"id": message.get("id"), "report": None, "failure": None}
         if timed_out:
             reply["failure"] = f"the sandbox did not finish within {wall_s:g} s"
         elif not raw:
             reply["failure"] = "the harness ended without a report"
         else:
             reply["report"] = raw.decode(errors="replace")
-        return reply
+        return reply, scratch
 
-    def _reset(self, scratch: str) -> bool:
-        """Leave nothing of this submission: its processes, then its files. True when that holds."""
+    def reset(self, scratch: str) -> bool:
+        """Leave nothing of the last submission: its processes, IPC objects and files, and no change
+        to the zygote. True when the zygote vouches for that and this server sees it too."""
         control = self.zygote.control
         control.setblocking(False)
         try:  # answers meant for the harness we just killed
@@ -130,10 +152,11 @@ class Server:
             pass
         control.setblocking(True)
         token = os.urandom(8).hex()
-        wipe = [tempfile.gettempdir(), "/dev/shm"] if self.scope == "uid" else []
+        command = {"op": "reset", "id": token, "scope": self.scope, "private_ipc": self.private_ipc,
+                   "wipe": [tempfile.gettempdir(), "/dev/shm"] if self.image else []}
         try:
-            control.send(json.dumps({"op": "reset", "id": token, "scope": self.scope, "wipe": wipe}).encode())
-            control.settimeout(10.0)
+            control.send(json.dumps(command).encode())
+            control.settimeout(RESET_TIMEOUT_S)
             while True:
                 answer = json.loads(control.recv(1 << 16) or b"{}")
                 if not answer or answer.get("reset") == token:
@@ -141,11 +164,56 @@ class Server:
         except (OSError, ValueError):
             answer = {}
         shutil.rmtree(scratch, ignore_errors=True)
-        return bool(answer.get("clean")) and not os.path.exists(scratch)
+        # Our own look, not only the zygote's word: no process of the student's is left but it.
+        if self.image:
+            from sandbox.reset import processes_of
+            stray = processes_of(self.student_uid, but=self.zygote_pid)
+        else:
+            stray = [p for p in _descendants(self.zygote.process.pid) if p != self.zygote_host_pid()]
+        return self.can_reset and bool(answer.get("clean")) and not stray and not os.path.exists(scratch)
+
+    def zygote_host_pid(self) -> int:
+        """The zygote's PID as this server sees it: `unshare`'s child, or the process we started."""
+        children = _children(self.zygote.process.pid)
+        return children[0] if len(children) == 1 and not self.image else self.zygote.process.pid
 
     def close(self) -> None:
         if self.zygote is not None:
             self.zygote.close()
+
+
+def _own_ipc_namespace(pid: int) -> bool:
+    """Whether process `pid` (the zygote's `unshare`) has an IPC namespace of its own."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/ipc") != os.readlink("/proc/self/ns/ipc")
+    except OSError:
+        return False
+
+
+def _parents() -> dict[int, int]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    found[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    return [child for child, parent in _parents().items() if parent == pid]
+
+
+def _descendants(pid: int) -> list[int]:
+    parents, found, frontier = _parents(), [], [pid]
+    while frontier:
+        current = frontier.pop()
+        kids = [child for child, parent in parents.items() if parent == current]
+        found += kids
+        frontier += kids
+    return found
 
 
 def _import_tests(ex) -> None:
@@ -163,10 +231,17 @@ def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
     code = 0
     try:
         os.setsid()
-        os.close(read_fd)
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with the server
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
+        keep = {0, 1, 2, write_fd, int(job["zygote_fd"])}
+        for fd in map(int, os.listdir("/proc/self/fd")):  # not the protocol's stdout, nor read_fd
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         os.chdir(os.path.dirname(job["submission"]))
         from sandbox.harness import report_text
         text = report_text(job).encode()
@@ -178,24 +253,12 @@ def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
 
 
 def _kill_and_reap(pid: int) -> None:
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    from sandbox.zygote import kill_session
+    kill_session(pid)
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
-
-
-def _become(user: str) -> None:
-    import pwd
-    entry = pwd.getpwnam(user)
-    os.setgroups([])
-    os.setgid(entry.pw_gid)
-    os.setuid(entry.pw_uid)
-    os.environ["HOME"] = tempfile.gettempdir()
 
 
 def main() -> int:
@@ -210,9 +273,11 @@ def main() -> int:
         for line in sys.stdin:
             if not line.strip():
                 continue
-            reply = server.grade(json.loads(line))
-            channel.write(json.dumps(reply) + "\n")
-            if reply["recycle"]:
+            reply, scratch = server.grade(json.loads(line))
+            channel.write(json.dumps(reply) + "\n")  # the grade does not wait for the clean-up
+            clean = server.reset(scratch)
+            channel.write(json.dumps({"event": "reset", "clean": clean}) + "\n")
+            if not clean:
                 return 0  # the caller starts a fresh server for the next submission
     finally:
         server.close()
@@ -265,9 +330,11 @@ class WarmSandbox:
 
     def __init__(self):
         self._lines: _Lines | None = None
+        self._reset_pending = False   # the server is clearing up after the last job
         self.notes: list[str] = []
         self.starts = 0
         self._shut = threading.Event()
+        self._lock = threading.RLock()  # start and close, from the slot's thread and a Ctrl-C
 
     # The transport: subclasses start the server and say how to write to it and stop it.
     def _open(self):
@@ -280,23 +347,40 @@ class WarmSandbox:
         raise NotImplementedError
 
     def start(self) -> None:
-        if self._lines is not None:
-            return
-        if self._shut.is_set():
-            raise SandboxUnavailable(f"the warm {self.backend} sandbox was shut down")
-        self.starts += 1
-        self._lines = _Lines(self._open())
+        """Have a server ready: the running one once it has cleared up after its last job, else a
+        fresh one. Raises SandboxUnavailable when none starts, or after shutdown()."""
+        self._settle()
+        with self._lock:
+            if self._lines is not None:
+                return
+            if self._shut.is_set():
+                raise SandboxUnavailable(f"the warm {self.backend} sandbox was shut down")
+            self.starts += 1
+            lines = self._lines = _Lines(self._open())
         try:
-            ready = self._lines.get(time.monotonic() + READY_TIMEOUT_S)
+            ready = lines.get(time.monotonic() + READY_TIMEOUT_S)
         except ServerGone as err:
             self.close()
             raise SandboxUnavailable(f"the warm {self.backend} sandbox did not start: {err}") from err
         self.notes = list(ready.get("notes") or [])
 
+    def _settle(self) -> None:
+        """Wait for the server's word on its clean-up after the last job; replace it unless clean."""
+        lines = self._lines
+        if not self._reset_pending or lines is None:
+            return
+        self._reset_pending = False
+        try:
+            clean = lines.get(time.monotonic() + RESET_TIMEOUT_S + REPLY_MARGIN_S).get("clean") is True
+        except ServerGone:
+            clean = False
+        if not clean:
+            self.close()
+
     def run(self, job: Job) -> RunResult:
         started = time.monotonic()
-        message = {"id": os.urandom(6).hex(), "exercise": job.exercise, "limits": job.limits.to_dict(),
-                   "line_map": job.line_map, "source": base64.b64encode(job.source).decode()}
+        message = {"id": os.urandom(6).hex(), "source": base64.b64encode(job.source).decode(),
+                   **job.to_harness("")}
         failure = ""
         for _attempt in range(2):  # a server that died under a job gets one fresh retry
             self.start()
@@ -310,22 +394,18 @@ class WarmSandbox:
                 failure = str(err)
                 self.close()
                 continue
-            if reply.get("recycle"):
-                self.close()
-            report = parse_report((reply.get("report") or "").encode())
-            if report is not None:
-                report.setdefault("notes", [])
-            duration = time.monotonic() - started
-            if report is None:
-                return RunResult(None, duration, reply.get("failure") or "the harness's report is not a JSON object")
-            return RunResult(report, duration)
+            self._reset_pending = True
+            return RunResult.of((reply.get("report") or "").encode(), time.monotonic() - started,
+                                reply.get("failure") or "the harness's report is not a JSON object")
         return RunResult(None, time.monotonic() - started, f"the warm {self.backend} sandbox failed: {failure}")
 
     def close(self) -> None:
         """Stop the server; the next job starts a fresh one."""
-        if self._lines is not None:
-            self._stop()
-            self._lines = None
+        with self._lock:
+            if self._lines is not None:
+                self._stop()
+                self._lines = None
+                self._reset_pending = False
 
     def shutdown(self) -> None:
         """Stop the server for good: a job in flight fails, and no new server starts."""
@@ -372,13 +452,18 @@ class WarmDocker(WarmSandbox):
 
         from sandbox.docker import container_options
         client = self.cold.client()
+        # auto_remove: should this process die, the server sees its stdin close, exits, and goes.
         self.container = client.containers.create(
             self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels={"attention-grader": "warm"},
             entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image"], stdin_open=True, init=True,
-            **container_options())
-        self.socket = client.api.attach_socket(self.container.id,
-                                               params={"stdin": 1, "stdout": 1, "stream": 1})
-        self.container.start()
+            auto_remove=True, **container_options())
+        try:
+            self.socket = client.api.attach_socket(self.container.id,
+                                                   params={"stdin": 1, "stdout": 1, "stream": 1})
+            self.container.start()
+        except Exception:
+            self.container.remove(force=True)
+            raise
         return (data for _stream, data in frames_iter(self.socket, tty=False))
 
     def _write(self, data: bytes) -> None:

@@ -20,6 +20,7 @@ import sys
 import time
 
 from sandbox import limits as limits_mod
+from sandbox import reset
 from sandbox.confine import confine
 
 
@@ -30,6 +31,8 @@ def main() -> None:
     preload_lazy_torch_modules()
     if "--warm" in sys.argv[2:]:
         warm_up_torch()
+    reset.protect_self()
+    baseline = reset.settings()  # what a worker of the same user could change in this process
     statuses: dict[int, int] = {}
     _send(control, {"event": "ready", "pid": os.getpid()})
     while True:
@@ -51,15 +54,14 @@ def main() -> None:
                 os.close(fd)
             _send(control, answer)
         elif op == "kill":
-            _kill(command["pid"])
+            kill_session(command["pid"])
             _wait_status(command["pid"], statuses, 1.0)
             _send(control, {"ok": True})
         elif op == "status":
             _send(control, {"status": _wait_status(command["pid"], statuses, command.get("wait_s", 0.5))})
-        elif op == "reset":
-            clean = _reset(command.get("scope"), statuses)
-            if clean and command.get("scope") == "uid":
-                clean = _remove_own_files(command.get("wipe") or ())
+        elif op == "reset":  # a warm sandbox, between two submissions
+            clean = reset.after_submission(command, baseline, reap=lambda: _wait_status(0, statuses, 0))
+            statuses.clear()
             _send(control, {"reset": command.get("id"), "clean": clean})
         else:
             _send(control, {"error": f"unknown op {op}"})
@@ -82,7 +84,7 @@ def warm_up_torch() -> None:
     single-threaded ops, children run normally, even with more threads). The random number
     generator is left as it was."""
     import torch
-    import torch._dynamo  # noqa: F401  (what the first meta-device op imports: 0.8 s)
+    import torch._dynamo
     import torch.nn.functional as F
     single_threaded_torch()
     with torch.random.fork_rng(devices=[]):
@@ -121,6 +123,7 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
     # The child: becomes the student worker and never returns to the loop above.
     try:
         control.close()
+        reset.unprotect_self()
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -159,7 +162,8 @@ def _open_fds() -> list[int]:
         return list(range(3, 256))
 
 
-def _kill(pid: int) -> None:
+def kill_session(pid: int) -> None:
+    """SIGKILL the process group (session) `pid` leads, and `pid` itself."""
     for kill in (os.killpg, os.kill):
         try:
             kill(pid, signal.SIGKILL)
@@ -182,72 +186,6 @@ def _wait_status(pid: int, statuses: dict[int, int], wait_s: float) -> int | Non
         if pid in statuses or time.monotonic() >= end:
             return statuses.get(pid)
         time.sleep(0.01)
-
-
-def _reset(scope: str | None, statuses: dict[int, int], wait_s: float = 5.0) -> bool:
-    """Kill every process this zygote can signal but itself, for the next submission of a warm
-    sandbox; True once none is left. Only where that set is exactly the student's processes: as
-    PID 1 of a PID namespace ("namespace"), or as a user that exists only for the student ("uid",
-    never root). Elsewhere it kills nothing and answers False, and the caller starts a new zygote."""
-    if scope == "namespace" and os.getpid() != 1 or scope == "uid" and os.getuid() == 0 \
-            or scope not in ("namespace", "uid"):
-        return False
-    end = time.monotonic() + wait_s
-    while True:
-        try:
-            os.kill(-1, signal.SIGKILL)  # every process we may signal, except ourselves
-        except ProcessLookupError:
-            pass
-        _wait_status(0, statuses, 0)
-        if not _others_alive(scope):
-            statuses.clear()
-            return True
-        if time.monotonic() >= end:
-            return False
-        time.sleep(0.01)
-
-
-def _remove_own_files(roots) -> bool:
-    """Remove what this (non-root) user made under `roots`; True when nothing of it is left."""
-    uid, left = os.getuid(), False
-    for root in roots:
-        for folder, dirs, files in os.walk(root, topdown=False):
-            for name in files + dirs:
-                path = os.path.join(folder, name)
-                try:
-                    if os.lstat(path).st_uid != uid:
-                        continue
-                    if name in dirs and not os.path.islink(path):
-                        os.rmdir(path)
-                    else:
-                        os.unlink(path)
-                except FileNotFoundError:
-                    pass
-                except OSError:
-                    left = True
-    return not left
-
-
-def _others_alive(scope: str) -> bool:
-    """Whether any process but this one is left: in a PID namespace every process is our
-    descendant, so having no child left is enough; as the student's user, /proc tells."""
-    if scope == "namespace":
-        try:
-            os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return False
-        return True
-    uid, me = os.getuid(), os.getpid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me:
-            try:
-                with open(f"/proc/{entry}/status") as f:
-                    fields = dict(line.split(":", 1) for line in f if ":" in line)
-            except OSError:
-                continue
-            if int(fields.get("Uid", "-1").split()[0]) == uid and not fields.get("State", "").strip().startswith("Z"):
-                return True
-    return False
 
 
 def _send(control: socket.socket, message: dict) -> None:

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -228,22 +229,39 @@ def test_ctrl_c_keeps_what_was_graded_and_a_rerun_finishes(tmp_path):
     assert len(rerun.gradebook()) == 6
 
 
-@pytest.mark.parametrize("sandbox", SANDBOXES)
-def test_nothing_of_a_submission_survives_into_the_next(tmp_path, sandbox):
-    """leave_and_look.py, graded four times in the same warm sandbox, is rejected if it finds what
-    an earlier grade left (a daemon, files, an environment variable, module state), and leaves all
-    of that behind itself (it is rejected if it could not)."""
+def one_slot_full_marks(tmp_path: Path, sandbox: str, name: str, copies: int) -> BatchRun:
+    """Copies of an isolation submission graded one after another by one slot: each must get 100."""
     folder = tmp_path / "class"
     folder.mkdir()
-    for i in range(4):
-        shutil.copy(ISOLATION / "leave_and_look.py", folder / f"{i}_leave_and_look.py")
+    for i in range(copies):
+        shutil.copy(ISOLATION / name, folder / f"{i}_{name}")
     run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox)
     assert run.exit_code == 0, run.output
     for key in sorted(run.gradebook()):
         result = run.result(key)
         assert (result["status"], result["score"]) == ("graded", 100), (key, result.get("message"))
-    assert "1 warm sandbox started" in run.output, "all four were graded in the same warm sandbox"
     assert leftovers() == []
+    return run
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_nothing_of_a_submission_survives_into_the_next(tmp_path, sandbox):
+    """leave_and_look.py, graded four times in the same warm sandbox, is rejected if it finds what
+    an earlier grade left, and leaves it all behind itself (it is rejected if it could not). What
+    only the zygote's reset removes: a daemon in its own session and a System V shared memory
+    segment. The rest (files in its folder, an environment variable, module state) the design
+    already keeps per grade: a new scratch folder, a fresh worker process."""
+    run = one_slot_full_marks(tmp_path, sandbox, "leave_and_look.py", copies=4)
+    assert "1 warm sandbox started" in run.output, "all four were graded in the same warm sandbox"
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_submission_that_changes_the_zygote_leaves_the_next_one_a_fresh_sandbox(tmp_path, sandbox):
+    """tamper_with_zygote.py lowers the zygote's open-files limit and priority, which later workers
+    would inherit, and is rejected if it finds such a change from an earlier grade. The reset sees
+    the change, so each of the three is graded by a fresh server."""
+    run = one_slot_full_marks(tmp_path, sandbox, "tamper_with_zygote.py", copies=3)
+    assert "3 warm sandboxes started" in run.output
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
@@ -261,3 +279,30 @@ def test_hostile_submissions_do_not_stop_the_batch_or_spoil_the_next_grade(tmp_p
     assert (book["zz_correct.py"]["score"], book["zz_mask_after_softmax.py"]["score"]) == ("100", "24")
     assert book["daemon_double_fork.py"]["score"] == "28" and book["fake_report_files.py"]["score"] == "28"
     assert leftovers() == []
+
+
+def test_a_submission_cannot_read_its_classmates_files_or_results():
+    # Not under /tmp, which the sandbox hides anyway: where an instructor keeps a class.
+    base = Path(tempfile.mkdtemp(prefix=".grade-batch-test-", dir=Path.home()))
+    try:
+        _peek_at_classmates(base / "class", base / "out")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _peek_at_classmates(folder: Path, out: Path) -> None:
+    folder.mkdir()
+    shutil.copy(EXAMPLES / "correct.py", folder / "a_classmate.py")
+    peek = (EXAMPLES / "correct.py").read_text() + f'''
+for _path in ({str(folder / "a_classmate.py")!r}, {str(out / "index.json")!r}, {str(out / "results")!r}):
+    try:
+        open(_path).close() if not _path.endswith("results") else __import__("os").listdir(_path)
+    except OSError:
+        continue
+    raise RuntimeError("could read " + _path)
+'''
+    (folder / "b_peek.py").write_text(peek)
+    run = batch(folder, out, "--jobs", "1")
+    assert run.exit_code == 0, run.output
+    result = run.result("b_peek.py")
+    assert (result["status"], result["score"]) == ("graded", 100), result.get("message")

@@ -2,6 +2,7 @@
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -103,3 +104,31 @@ def test_the_sandbox_code_stays_readable_when_the_project_lies_in_a_hidden_folde
         return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
     assert covered(os.path.join(package, "worker.py"))
     assert not covered(os.path.join(exercise_dir, "causal_self_attention", "reference.py"))
+
+
+def test_a_warmed_up_process_forks_children_that_run_parallel_ops():
+    """warm_up_torch runs ops before the warm sandboxes fork; it must leave forked children able to
+    run torch on several threads (a process that ran an op on torch's thread pool would not: its
+    children hang in their first parallel op)."""
+    script = """
+import os, sys
+from sandbox.zygote import warm_up_torch
+warm_up_torch()
+import torch
+pid = os.fork()
+if pid == 0:
+    torch.set_num_threads(2)
+    big = torch.randn(1500, 1500)
+    (big @ big).sum()
+    os._exit(0)
+import time
+for _ in range(600):  # 60 s, then the child counts as hung
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        sys.exit(os.waitstatus_to_exitcode(status))
+    time.sleep(0.1)
+os.kill(pid, 9)
+sys.exit("the forked child hung")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -1,9 +1,10 @@
 # isolation: graded several times in a row in the same warm sandbox. At import it first looks for
-# anything an earlier submission left (a process, files, an environment variable, changed module
-# state) and raises, naming it, if it finds any; then it leaves all of these behind itself for the
+# anything an earlier submission left (a process, a System V shared memory segment, files, an
+# environment variable, changed module state) and raises, naming it, if it finds any; then it leaves all of these behind itself for the
 # next one, and raises if a plant did not take, so that a plant that silently failed shows as a
 # rejection instead of a vacuous pass. What it leaves is tagged with its own scratch folder (a new
 # one per grade), so that the workers of one grade do not count each other's plants.
+import ctypes
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ import torch.nn as nn
 
 MARK = "leftover-mark-5c1e"
 TAG = hashlib.sha256(os.getcwd().encode()).hexdigest()[:12]   # this grade
+SHM_KEY = int(TAG[:7], 16) + 1                                 # this grade's segment
 
 
 def processes() -> list[str]:
@@ -46,6 +48,15 @@ def files() -> list[str]:
     return found
 
 
+def segments() -> list[int]:
+    """Keys of the System V shared memory segments this worker can see."""
+    try:
+        with open("/proc/sysvipc/shm") as f:
+            return [int(line.split()[0]) for line in f.read().splitlines()[1:]]
+    except OSError:
+        return []
+
+
 def state() -> list[str]:
     found = []
     if os.environ.get("LEFTOVER_MARK"):
@@ -58,6 +69,7 @@ def state() -> list[str]:
 
 
 earlier = [f"a process of an earlier grade ({t})" for t in processes() if t != TAG] \
+    + [f"a shared memory segment of an earlier grade ({k})" for k in segments() if k != SHM_KEY] \
     + [p for p in files() if TAG not in p] + state()
 if earlier:
     raise RuntimeError(f"found what an earlier submission left: {', '.join(earlier)}")
@@ -66,6 +78,7 @@ if TAG not in processes():
     subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(300)  # {MARK}-{TAG}"],
                      start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL)
+ctypes.CDLL(None).shmget(SHM_KEY, 4096, 0o1000 | 0o600)   # IPC_CREAT: it outlives this process
 for place in (os.getcwd(), os.path.expanduser("~"), tempfile.gettempdir(), "/dev/shm"):
     try:
         with open(os.path.join(place, f"{MARK}-{TAG}.txt"), "w") as f:
@@ -80,7 +93,7 @@ for _ in range(200):  # the daemon needs a moment to start
     if TAG in processes():
         break
     time.sleep(0.02)
-missing = [what for what, ok in (("process", TAG in processes()),
+missing = [what for what, ok in (("process", TAG in processes()), ("shared memory", SHM_KEY in segments()),
                                  ("file in the working folder", os.path.join(os.getcwd(), f"{MARK}-{TAG}.txt") in files()),
                                  ("state", len(state()) == 3)) if not ok]
 if missing:
