@@ -127,7 +127,7 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     \b
     Writes OUT/results/*.json, OUT/gradebook.csv and OUT/report.html, and prints a summary.
     A rerun grades only new or changed submissions (by content, exercise version, tests and
-    points) unless --force. Ctrl-C stops and keeps what was graded; run again to finish.
+    points, sandbox and time limit) unless --force. Ctrl-C stops and keeps what was graded; run again to finish.
     Exit status: 0 when every submission has a result, 1 when the grader failed on any (their
     rows say status error; rerun to retry them), 130 when interrupted.
     """
@@ -148,6 +148,8 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
             backends.get("docker").client()
         except backends.SandboxUnavailable as err:
             raise click.ClickException(str(err)) from err
+    if not batches.discover(folder, exercise_name):
+        raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
     job = batches.Batch(folder, out, exercise=exercise_name, sandbox=sandbox, jobs=jobs, warm=not cold,
                         force=force, wall_s=time_limit)
     counts = {status.value: 0 for status in Status}
@@ -172,8 +174,6 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         raise click.ClickException(str(err)) from err
     except OSError as err:
         raise click.ClickException(f"cannot write to {out}: {err.strerror or err}") from err
-    if not outcome.units:
-        raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
     classreport.print_summary(classreport.summarize(outcome.rows), console)
     started = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
                if not cold and outcome.graded_now else "")

@@ -306,3 +306,12 @@ for _path in ({str(folder / "a_classmate.py")!r}, {str(out / "index.json")!r}, {
     assert run.exit_code == 0, run.output
     result = run.result("b_peek.py")
     assert (result["status"], result["score"]) == ("graded", 100), result.get("message")
+
+
+def test_a_folder_without_submissions_is_a_clear_error_and_writes_nothing(tmp_path):
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "notes.txt").write_text("no code here\n")
+    run = batch(tmp_path / "class", tmp_path / "out")
+    assert run.exit_code == 1
+    assert "no submissions in" in run.output and "no .py or .ipynb file" in run.output
+    assert not (tmp_path / "out").exists()
