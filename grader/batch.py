@@ -116,13 +116,11 @@ class Batch:
 
     # --- planning ---------------------------------------------------------------------------
 
-    def plan(self) -> tuple[list[Unit], list[Unit], dict]:
-        """All submissions, those to grade now, and the index of what was graded before."""
-        units = discover(self.folder, self.exercise)
+    def plan(self, units: list[Unit]) -> tuple[list[Unit], dict]:
+        """Of the submissions, those to grade now; and the index of what was graded before."""
         index = self._load_index()
         todo = [u for u in units if self.force or not self._is_current(u, index.get(u.key))]
-
-        return units, todo, index
+        return todo, index
 
     def _is_current(self, unit: Unit, entry: dict | None) -> bool:
         return bool(entry) and entry.get("key") == unit.grading_key(self.setting) \
@@ -139,9 +137,11 @@ class Batch:
 
     # --- running ----------------------------------------------------------------------------
 
-    def run(self, on_start: Callable[[int, int], None] = lambda total, kept: None,
+    def run(self, units: list[Unit] | None = None, on_start: Callable[[int, int], None] = lambda total, kept: None,
             on_done: Callable[[str, GradeResult], None] = lambda key, result: None) -> Outcome:
-        """Grade what needs grading; on KeyboardInterrupt, stop and keep what was recorded."""
+        """Grade what needs grading among `units` (by default, what discover() finds); on
+        KeyboardInterrupt, stop and keep what was recorded."""
+        units = discover(self.folder, self.exercise) if units is None else units
         started = time.monotonic()
         self.out.mkdir(parents=True, exist_ok=True)
         with open(self.out / ".lock", "w") as lock:
@@ -150,13 +150,13 @@ class Batch:
             except BlockingIOError as err:
                 raise BatchBusy(f"another `grade batch` is writing to {self.out}; wait for it or use "
                                 "another --out") from err
-            outcome = self._run_locked(on_start, on_done)
+            outcome = self._run_locked(units, on_start, on_done)
             self._write_reports(outcome)
         outcome.duration_s = time.monotonic() - started
         return outcome
 
-    def _run_locked(self, on_start, on_done) -> Outcome:
-        units, todo, index = self.plan()
+    def _run_locked(self, units: list[Unit], on_start, on_done) -> Outcome:
+        todo, index = self.plan(units)
         grading_now = {u.key for u in todo}
         outcome = Outcome(units, kept=[u.key for u in units if u.key not in grading_now])
         self.results_dir.mkdir(parents=True, exist_ok=True)
@@ -209,7 +209,8 @@ class Batch:
                     outcome.sandbox_starts += getattr(sandbox, "starts", 0)
 
     def _new_sandbox(self):
-        """This slot's sandbox (its warm server starts on the first grade), or None once stopping."""
+        """This slot's sandbox (a warm one starts on its first grade); shut down at once when the
+        batch is already stopping, so that no server starts after Ctrl-C."""
         if self.warm:
             from sandbox.warm import WARM
             sandbox = WARM[self.sandbox]() if self.sandbox in WARM else backends.get(self.sandbox)

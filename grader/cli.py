@@ -148,7 +148,8 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
             backends.get("docker").client()
         except backends.SandboxUnavailable as err:
             raise click.ClickException(str(err)) from err
-    if not batches.discover(folder, exercise_name):
+    units = batches.discover(folder, exercise_name)
+    if not units:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
     job = batches.Batch(folder, out, exercise=exercise_name, sandbox=sandbox, jobs=jobs, warm=not cold,
                         force=force, wall_s=time_limit)
@@ -169,25 +170,24 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
 
     try:
         with progress:
-            outcome = job.run(on_start=started, on_done=done)
+            outcome = job.run(units, on_start=started, on_done=done)
     except batches.BatchBusy as err:
         raise click.ClickException(str(err)) from err
     except OSError as err:
         raise click.ClickException(f"cannot write to {out}: {err.strerror or err}") from err
     classreport.print_summary(classreport.summarize(outcome.rows), console)
-    started = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
-               if not cold and outcome.graded_now else "")
+    starts = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
+              if not cold and outcome.graded_now else "")
     console.print(f"graded {len(outcome.graded_now)}, kept {len(outcome.kept)} · {outcome.duration_s:.1f} s"
-                  f"{started}", soft_wrap=True)
+                  f"{starts}", soft_wrap=True)
     console.print(f"wrote {out / 'gradebook.csv'} and {out / 'report.html'}", soft_wrap=True)
+    missing = len(outcome.units) - len(outcome.rows)  # no result under the current key
     if outcome.interrupted:
-        left = len(outcome.units) - len(outcome.rows)
-        console.print(f"[yellow]interrupted[/]: {left} submission(s) not graded yet; run the same command again "
+        console.print(f"[yellow]interrupted[/]: {missing} submission(s) not graded yet; run the same command again "
                       "to grade only those")
         sys.exit(130)
     if outcome.failure:
         raise click.ClickException(f"{outcome.failure}; the results recorded before are kept")
-    missing = len(outcome.units) - len(outcome.rows)
     sys.exit(EXIT_GRADER_FAILED if outcome.errors or missing else EXIT_RESULT)
 
 

@@ -59,7 +59,6 @@ class Server:
         self.image = image
         self.zygote = None
         self.notes: list[str] = []
-        self.scope = "uid" if image else "namespace"
         self.can_reset = False
 
     def start(self) -> None:
@@ -101,9 +100,12 @@ class Server:
         for ex in exercise.all_exercises().values():
             _import_tests(ex)
         self.zygote.wait_ready(READY_TIMEOUT_S)
-        self.zygote_pid = int(self.zygote._ready.get("pid") or 0)
-        # Only now, with the zygote running, has `unshare` surely made its namespaces.
-        self.private_ipc = self.image or _own_ipc_namespace(self.zygote.process.pid)
+        # Only now, with the zygote running, has `unshare` surely made its namespaces and forked the
+        # zygote: the process we started is `unshare` with the zygote as its only child, or the zygote.
+        started = self.zygote.process.pid
+        self.private_ipc = self.image or _own_ipc_namespace(started)
+        children = [child for child, parent in _parents().items() if parent == started]
+        self.zygote_pid = children[0] if children else started
 
     def grade(self, message: dict) -> tuple[dict, str]:
         """The reply to one job, and the scratch folder that reset() must clear after it is sent."""
@@ -152,7 +154,8 @@ class Server:
             pass
         control.setblocking(True)
         token = os.urandom(8).hex()
-        command = {"op": "reset", "id": token, "scope": self.scope, "private_ipc": self.private_ipc,
+        command = {"op": "reset", "id": token, "scope": "uid" if self.image else "namespace",
+                   "private_ipc": self.private_ipc,
                    "wipe": [tempfile.gettempdir(), "/dev/shm"] if self.image else []}
         try:
             control.send(json.dumps(command).encode())
@@ -165,17 +168,13 @@ class Server:
             answer = {}
         shutil.rmtree(scratch, ignore_errors=True)
         # Our own look, not only the zygote's word: no process of the student's is left but it.
+        # (In the image, orphans go to the container's init; locally, to the zygote, PID 1 of their namespace.)
         if self.image:
             from sandbox.reset import processes_of
             stray = processes_of(self.student_uid, but=self.zygote_pid)
         else:
-            stray = [p for p in _descendants(self.zygote.process.pid) if p != self.zygote_host_pid()]
+            stray = _descendants(self.zygote_pid)
         return self.can_reset and bool(answer.get("clean")) and not stray and not os.path.exists(scratch)
-
-    def zygote_host_pid(self) -> int:
-        """The zygote's PID as this server sees it: `unshare`'s child, or the process we started."""
-        children = _children(self.zygote.process.pid)
-        return children[0] if len(children) == 1 and not self.image else self.zygote.process.pid
 
     def close(self) -> None:
         if self.zygote is not None:
@@ -200,10 +199,6 @@ def _parents() -> dict[int, int]:
             except (OSError, ValueError, IndexError):
                 continue
     return found
-
-
-def _children(pid: int) -> list[int]:
-    return [child for child, parent in _parents().items() if parent == pid]
 
 
 def _descendants(pid: int) -> list[int]:
@@ -235,13 +230,8 @@ def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
-        keep = {0, 1, 2, write_fd, int(job["zygote_fd"])}
-        for fd in map(int, os.listdir("/proc/self/fd")):  # not the protocol's stdout, nor read_fd
-            if fd not in keep:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        from sandbox.zygote import close_fds_except
+        close_fds_except({0, 1, 2, write_fd, int(job["zygote_fd"])})  # not the protocol's stdout, nor read_fd
         os.chdir(os.path.dirname(job["submission"]))
         from sandbox.harness import report_text
         text = report_text(job).encode()

@@ -130,13 +130,7 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         os.dup2(devnull, 0)
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
-        keep = {0, 1, 2, req_fd, resp_fd}
-        for fd in _open_fds():
-            if fd not in keep:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        close_fds_except({0, 1, 2, req_fd, resp_fd})
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
         os.chdir(command["cwd"])
@@ -155,11 +149,18 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
     os._exit(code)
 
 
-def _open_fds() -> list[int]:
+def close_fds_except(keep: set[int]) -> None:
+    """Close every file descriptor of this (freshly forked) process but `keep`."""
     try:
-        return [int(fd) for fd in os.listdir("/proc/self/fd")]
+        open_fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
     except OSError:
-        return list(range(3, 256))
+        open_fds = list(range(3, 256))
+    for fd in open_fds:
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def kill_session(pid: int) -> None:
