@@ -13,6 +13,22 @@ from exercise.causal_self_attention import reference
 TOLERANCE = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-9, "rtol": 1e-7}}
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
+# The shape matrix every scored property runs over. (dim, n_heads): one head (head bugs vanish, fast
+# paths for one head show), 2, 3, 4 and 8 heads, and head_dim 1 (8 heads of dim 8). dim = 24 with
+# 4 heads keeps sqrt(dim) != head_dim, so scale mistakes stay apart.
+SHAPES = [(8, 1), (8, 2), (12, 3), (24, 4), (32, 8), (8, 8)]
+SHAPE_IDS = [f"dim{d}-h{h}" for d, h in SHAPES]
+# Sequence lengths: 1, short, just past 8 and 16 (where a cached mask or a chunk may end), and long.
+LENGTHS = (1, 2, 5, 9, 17, 40)
+
+
+def padding_patterns() -> list[tuple[int, list[int]]]:
+    """(T, real lengths) pairs for right padding. The first sequence is padded too, and the lengths
+    come in several orders (short first, long first, one sequence alone): a padding mask taken from
+    one sequence for the whole batch, or a code path taken only for B = 1, shows."""
+    return [(7, [3, 7, 1]), (9, [9, 1, 4]), (17, [17, 9, 1]), (40, [23, 40, 2]), (6, [3, 6]), (5, [2]),
+            (40, [40, 1, 20])]
+
 
 def describe_case(dim: int, n_heads: int, x: torch.Tensor, mask: torch.Tensor | None, dtype: str) -> str:
     B, T, _ = x.shape
@@ -75,9 +91,9 @@ def _ranges(values: list[int]) -> str:
     return ", ".join(out) if out else "none"
 
 
-def new_module(student, dim: int, n_heads: int, *, dtype: str = "float64", seed: int = 0):
+def new_module(student, dim: int, n_heads: int, *, dtype: str = "float64", seed: int = 0, train: bool = False):
     """A student module with the grader's weights loaded; returns it and those weights (float64)."""
-    module = student.new(dim, n_heads, dtype=dtype, seed=seed)
+    module = student.new(dim, n_heads, dtype=dtype, seed=seed, train=train)
     weights = reference.random_weights(dim, seed=1000 + seed)
     # Round the weights to the module's dtype so the float64 reference sees exactly what it holds.
     weights = {k: v.to(DTYPES[dtype]).double() for k, v in weights.items()}
@@ -88,3 +104,38 @@ def new_module(student, dim: int, n_heads: int, *, dtype: str = "float64", seed:
 def random_input(B: int, T: int, dim: int, *, seed: int, dtype: str = "float64") -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(B, T, dim, generator=g, dtype=torch.float64).to(DTYPES[dtype])
+
+
+# Central-difference steps for checking a gradient against the forward alone. One step cannot suit
+# every submission: a float64 forward is measured best at 1e-6, while a forward that computes its
+# softmax in float16 rounds its weights so coarsely that at 1e-6 they do not move at all, and only
+# steps near 1e-2 see the slope autograd (rightly) reports.
+FD_STEPS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 3e-2, 1e-1)
+
+
+def finite_difference_jvps(module, x: torch.Tensor, mask, directions: list) -> list:
+    """For each direction u, the central differences (f(x + h u) - f(x - h u)) / 2h at every step of
+    FD_STEPS but the last, each with its uncertainty (how far it is from the next step's estimate),
+    from forward outputs alone: the harness's own check of gradients that come from the student's
+    process. Returns, per direction, [(estimate, uncertainty)], each tensor shaped like the output."""
+    x = x.double()
+    outs = module.map([(x + sign * h * u, mask) for u in directions for h in FD_STEPS for sign in (1, -1)])
+    n = 2 * len(FD_STEPS)
+    result = []
+    for i in range(len(directions)):
+        block = outs[i * n:(i + 1) * n]
+        estimates = [(plus.double() - minus.double()) / (2 * h)
+                     for h, plus, minus in zip(FD_STEPS, block[::2], block[1::2])]
+        result.append([(a, (a - b).abs()) for a, b in zip(estimates, estimates[1:])])
+    return result
+
+
+def gradient_agrees(autograd: torch.Tensor, numeric: list, *, atol: float) -> torch.Tensor:
+    """Where an autograd value agrees with the forward's finite differences at some step, within that
+    step's own uncertainty. `numeric` is [(estimate, uncertainty)] of the same shape as `autograd`.
+    A gradient hidden from autograd disagrees at every step (in float64 code the estimates are
+    tight); a forward computed in low precision agrees at the steps its rounding allows."""
+    ok = torch.zeros_like(autograd, dtype=torch.bool)
+    for estimate, uncertainty in numeric:
+        ok |= (autograd - estimate).abs() <= 1e-4 * estimate.abs() + atol + 4 * uncertainty
+    return ok

@@ -6,6 +6,9 @@ the one that matches to float tolerance names the bug, whatever the code looked 
 
 A mistake is (bug id, variant). Rows with no key left to attend to come out as NaN (masked_fill and
 softmax) or, with `empty_rows_zero`, as zero attention (what F.scaled_dot_product_attention gives).
+
+Mistakes with a free parameter (FITTED) take its value as `value`: the factor the scores are scaled
+by, or the number masked scores are set to. The diagnosis fits it to the student's output.
 """
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ Mistake = tuple[str, str]
 # Each slot holds mutually exclusive variants; a pair of mistakes takes two different slots.
 SLOTS: dict[str, list[Mistake]] = {
     "causal": [("no_causal_mask", "missing"), ("causal_mask_off_by_one", "excludes_self"),
-               ("causal_mask_off_by_one", "includes_next"), ("mask_after_softmax", "zeroed_after")],
+               ("causal_mask_off_by_one", "includes_next"), ("causal_mask_off_by_one", "offset_+2"),
+               ("causal_mask_off_by_one", "offset_-2"), ("mask_after_softmax", "zeroed_after"),
+               ("mask_after_softmax", "causal_zeroed_after")],
     "fill": [("mask_fill_not_neg_inf", "zero"), ("mask_fill_not_neg_inf", "causal_zero")],
     "scale": [("wrong_scale", "sqrt_dim"), ("wrong_scale", "none"), ("wrong_scale", "multiplied"),
               ("wrong_scale", "head_dim_not_sqrt"), ("wrong_scale", "after_softmax")],
@@ -38,11 +43,20 @@ PAIRS: list[tuple[Mistake, Mistake]] = [
     (a, b) for (slot_a, va), (slot_b, vb) in itertools.combinations(SLOTS.items(), 2)
     for a in va for b in vb]
 PADDING_ONLY = {m for m in SLOTS["padding"]}  # invisible without a mask
+# Fitted singles: (mistake, grid of starting values for the fit).
+FITTED: list[tuple[Mistake, tuple[float, ...]]] = [
+    (("wrong_scale", "factor"), (0.0,) + tuple(10 ** (k / 4) for k in range(-12, 13))),
+    (("mask_fill_not_neg_inf", "value"), (-1e4, -1e3, -300, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10, 100)),
+    (("mask_fill_not_neg_inf", "causal_value"), (-1e4, -1e3, -300, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10)),
+]
+# The causal mask's diagonal: tril(offset) is what position t may attend to.
+OFFSETS = {"excludes_self": -1, "includes_next": 1, "offset_+2": 2, "offset_-2": -2}
 
 
 def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor | None,
-              mistakes=(), *, empty_rows_zero: bool = False) -> torch.Tensor:
-    """Output (B, T, dim) in float64 of attention with these mistakes."""
+              mistakes=(), *, empty_rows_zero: bool = False, value=None) -> torch.Tensor:
+    """Output (B, T, dim) in float64 of attention with these mistakes; `value`: a fitted mistake's
+    parameter (a float or a 0-d float64 tensor)."""
     on = dict(mistakes)
     x = x.double()
     B, T, C = x.shape
@@ -69,16 +83,23 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
     q, k, v = heads(q), heads(k), heads(v)
     s = q @ k.transpose(-2, -1)                                                   # (B, H, T, T)
     scale = on.get("wrong_scale")
-    s = {"sqrt_dim": s / math.sqrt(C), "none": s, "after_softmax": s, "multiplied": s * math.sqrt(hd),
-         "head_dim_not_sqrt": s / hd}.get(scale, s / math.sqrt(hd))
+    if scale == "factor":
+        s = s * value
+    else:
+        s = {"sqrt_dim": s / math.sqrt(C), "none": s, "after_softmax": s, "multiplied": s * math.sqrt(hd),
+             "head_dim_not_sqrt": s / hd}.get(scale, s / math.sqrt(hd))
 
-    causal = on.get("no_causal_mask") or on.get("causal_mask_off_by_one")
     ones = torch.ones(T, T, dtype=torch.bool)
-    allowed = {"missing": ones, "excludes_self": ones.tril(-1), "includes_next": ones.tril(1)}.get(
-        causal, ones.tril())[None, None]                                          # (1, 1, T, T)
-    if on.get("mask_fill_not_neg_inf") == "causal_zero":  # future scores zeroed, padding done right
-        s = s.masked_fill(~allowed, 0.0)
+    offset = OFFSETS.get(on.get("causal_mask_off_by_one"), 0)
+    allowed = (ones if "no_causal_mask" in on else ones.tril(offset))[None, None]  # (1, 1, T, T)
+    fill = on.get("mask_fill_not_neg_inf")
+    if fill in ("causal_zero", "causal_value"):  # future scores set to a number, padding done right
+        s = torch.where(allowed, s, torch.as_tensor(0.0 if fill == "causal_zero" else value, dtype=s.dtype))
         allowed = torch.ones_like(allowed)
+    after = on.get("mask_after_softmax")
+    causal_after = None
+    if after == "causal_zeroed_after":  # padding masked before the softmax, the causal part after it
+        causal_after, allowed = allowed, torch.ones_like(allowed)
     if mask is not None:
         if "padding_inverted" in on:
             allowed = allowed & ~mask[:, None, None, :]
@@ -87,10 +108,12 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
         elif "padding_ignored" not in on:
             allowed = allowed & mask[:, None, None, :]
     dim = {"queries": -2, "heads": 1}.get(on.get("softmax_wrong_dim"), -1)
-    if "mask_after_softmax" in on:
+    if after == "zeroed_after":
         w = s.softmax(dim).masked_fill(~allowed, 0.0)
-    elif on.get("mask_fill_not_neg_inf") == "zero":
-        w = s.masked_fill(~allowed, 0.0).softmax(dim)
+    elif after == "causal_zeroed_after":
+        w = s.masked_fill(~allowed, float("-inf")).softmax(dim).masked_fill(~causal_after, 0.0)
+    elif fill in ("zero", "value"):
+        w = torch.where(allowed, s, torch.as_tensor(0.0 if fill == "zero" else value, dtype=s.dtype)).softmax(dim)
     else:
         w = s.masked_fill(~allowed, float("-inf")).softmax(dim)
         if empty_rows_zero:

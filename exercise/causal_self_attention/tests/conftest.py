@@ -55,13 +55,6 @@ def gated(attention_gate) -> None:
     require_attention(attention_gate)
 
 
-def finite_difference_jvps(module, x: torch.Tensor, mask, directions: list, eps: float = 1e-6) -> list:
-    """(f(x + eps*u) - f(x - eps*u)) / 2 eps for each direction u, from forward outputs alone:
-    the harness's own check of gradients that come from the student's process."""
-    outs = module.map([(x + sign * eps * u, mask) for u in directions for sign in (1, -1)])
-    return [(plus - minus) / (2 * eps) for plus, minus in zip(outs[::2], outs[1::2])]
-
-
 @pytest.fixture(scope="session", autouse=True)
 def diagnosis(student, findings):
     """Which known mistakes explain this submission (see diagnosis.py), reported once per grade.

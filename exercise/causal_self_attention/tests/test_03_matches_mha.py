@@ -2,25 +2,33 @@
 import pytest
 
 from exercise.causal_self_attention import reference
-from exercise.causal_self_attention.checks import compare, describe_case, new_module, random_input
+from exercise.causal_self_attention.checks import (LENGTHS, SHAPE_IDS, SHAPES, compare, describe_case,
+                                                   new_module, random_input)
 
-SHAPES = [(8, 1), (8, 2), (12, 3), (24, 4), (32, 8)]
+# Every shape in both dtypes in eval mode, and two cases in training mode: the exercise has no
+# dropout, so the layer must give the same output whatever its mode.
+CASES = [(dim, h, dtype, False) for dim, h in SHAPES for dtype in ("float32", "float64")]
+CASES += [(24, 4, "float32", True), (8, 1, "float64", True)]
+IDS = [f"{i}-{dtype}" for i in SHAPE_IDS for dtype in ("float32", "float64")] + ["dim24-h4-float32-train",
+                                                                                 "dim8-h1-float64-train"]
 
 
 @pytest.mark.points(30)
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("dim,n_heads", SHAPES, ids=[f"dim{d}-h{h}" for d, h in SHAPES])
-def test_matches_multihead_attention(student, written_by_hand, dim, n_heads, dtype):
+@pytest.mark.parametrize("dim,n_heads,dtype,train", CASES, ids=IDS)
+def test_matches_multihead_attention(student, written_by_hand, dim, n_heads, dtype, train):
     """Same output as nn.MultiheadAttention with your weights copied in"""
-    module, weights = new_module(student, dim, n_heads, dtype=dtype, seed=dim + n_heads)
-    inputs = [random_input(B, T, dim, seed=100 * T + B, dtype=dtype) for T in (1, 2, 7, 40) for B in (1, 3)]
+    module, weights = new_module(student, dim, n_heads, dtype=dtype, seed=dim + n_heads, train=train)
+    inputs = [random_input(B, T, dim, seed=100 * T + B, dtype=dtype) for T in LENGTHS for B in (1, 3)]
     failures = []
     for x, out in zip(inputs, module.map([(x,) for x in inputs])):
         problem = compare(out, reference.attention(weights, n_heads, x), dtype=dtype)
         if problem:
-            failures.append((describe_case(dim, n_heads, x, None, dtype), problem))
+            failures.append((describe_case(dim, n_heads, x, None, dtype) + (", training mode" if train else ""),
+                             problem))
     if failures:
         case, problem = failures[0]
         others = "".join(f"\nalso wrong: {c}" for c, _ in failures[1:4])
         more = f"\n(and {len(failures) - 4} more cases)" if len(failures) > 4 else ""
-        pytest.fail(f"case: {case}\n{problem}{others}{more}")
+        mode = ("\nIn training mode (module.train()) the layer must give the same output as in eval mode: "
+                "the exercise has no dropout." if train else "")
+        pytest.fail(f"case: {case}\n{problem}{others}{more}{mode}")

@@ -3,50 +3,65 @@ import pytest
 import torch
 
 from exercise.causal_self_attention import reference
-from exercise.causal_self_attention.checks import compare, describe_case, new_module, random_input
+from exercise.causal_self_attention.checks import (SHAPE_IDS, SHAPES, compare, describe_case, new_module,
+                                                   padding_patterns, random_input)
 
-CASES = [(8, 2, "float32"), (24, 4, "float64"), (12, 3, "float32"), (32, 8, "float64")]
+CASES = [(dim, h, dtype) for dim, h in SHAPES for dtype in ("float32", "float64")]
+IDS = [f"{i}-{dtype}" for i in SHAPE_IDS for dtype in ("float32", "float64")]
+# Property cases: one head and one sequence, several heads and sequences, a long one.
+PROPERTY_CASES = [(24, 4, 3, 6), (8, 1, 1, 9), (32, 8, 3, 40)]
+PROPERTY_IDS = [f"dim{d}-h{h}-B{B}-T{T}" for d, h, B, T in PROPERTY_CASES]
 
 
 @pytest.mark.points(12)
-@pytest.mark.parametrize("dim,n_heads,dtype", CASES, ids=[f"dim{d}-h{h}-{t}" for d, h, t in CASES])
+@pytest.mark.parametrize("dim,n_heads,dtype", CASES, ids=IDS)
 def test_padding_matches_multihead_attention(student, written_by_hand, dim, n_heads, dtype):
     """With right padding, every position matches nn.MultiheadAttention"""
-    module, weights = new_module(student, dim, n_heads, dtype=dtype, seed=3 * dim)
+    module, weights = new_module(student, dim, n_heads, dtype=dtype, seed=3 * dim + n_heads)
     cases = [(random_input(len(lengths), T, dim, seed=T + sum(lengths), dtype=dtype),
               reference.right_padding(lengths, T))
-             for T, lengths in ((7, [7, 4, 1]), (7, [5]), (40, [40, 23, 2]), (6, [3, 6]))]
+             for T, lengths in padding_patterns()]
     for (x, mask), out in zip(cases, module.map(cases)):
         problem = compare(out, reference.attention(weights, n_heads, x, mask), dtype=dtype, mask=mask)
         if problem:
             pytest.fail(f"case: {describe_case(dim, n_heads, x, mask, dtype)}\n{problem}")
 
 
+def _lengths(B: int, T: int) -> list[int]:
+    """Real lengths with the first sequence padded (B = 1: half the sequence)."""
+    return [max(T // 2, 1)] if B == 1 else ([3, T, 1] + [T] * (B - 3))[:B]
+
+
 @pytest.mark.points(4)
-def test_all_true_mask_equals_no_mask(student, gated):
+@pytest.mark.parametrize("dim,n_heads,B,T", PROPERTY_CASES, ids=PROPERTY_IDS)
+def test_all_true_mask_equals_no_mask(student, gated, dim, n_heads, B, T):
     """A mask with no padding gives the same output as no mask"""
-    module = student.new(24, 4)
-    x = random_input(3, 6, 24, seed=41)
-    everything = torch.ones(3, 6, dtype=torch.bool)
+    module = student.new(dim, n_heads)
+    x = random_input(B, T, dim, seed=41 + T)
+    everything = torch.ones(B, T, dtype=torch.bool)
     with_mask, without = module.map([(x, everything), (x,)])
     problem = compare(with_mask, without, dtype="float64")
     if problem:
-        pytest.fail("forward(x, mask) with every token real must equal forward(x): a mask without "
-                    f"padding changes nothing\n(your forward(x) is the expected side)\n{problem}")
+        pytest.fail(f"dim={dim}, n_heads={n_heads}, B={B}, T={T}: forward(x, mask) with every token real "
+                    "must equal forward(x): a mask without padding changes nothing\n"
+                    f"(your forward(x) is the expected side)\n{problem}")
 
 
 @pytest.mark.points(4)
-def test_padded_inputs_do_not_reach_real_positions(student, gated):
+@pytest.mark.parametrize("dim,n_heads,B,T", PROPERTY_CASES, ids=PROPERTY_IDS)
+def test_padded_inputs_do_not_reach_real_positions(student, gated, dim, n_heads, B, T):
     """Changing the inputs at padded positions changes no real position's output"""
-    module = student.new(24, 4)
-    lengths, T = [6, 3, 1], 6
-    x = random_input(3, T, 24, seed=51)
+    module = student.new(dim, n_heads)
+    lengths = _lengths(B, T)
+    x = random_input(B, T, dim, seed=51 + T)
     mask = reference.right_padding(lengths, T)
-    noisy = torch.where(mask[:, :, None], x, random_input(3, T, 24, seed=52) * 10)
+    noisy = torch.where(mask[:, :, None], x, random_input(B, T, dim, seed=52 + T) * 10)
     before, after = module.map([(x, mask), (noisy, mask)])
-    changed = ~torch.isclose(after, before, atol=1e-9, rtol=1e-7).all(dim=2) & mask     # (B, T) real
+    if tuple(before.shape) != (B, T, dim) or tuple(after.shape) != (B, T, dim):
+        pytest.fail(f"output shape {tuple(before.shape)}, expected {(B, T, dim)}")
+    changed = ~torch.isclose(after.double(), before.double(), atol=1e-9, rtol=1e-7).all(dim=2) & mask  # (B, T)
     if changed.any():
         b, t = (int(i) for i in changed.nonzero()[0])
-        pytest.fail(f"with real lengths {lengths}, replacing the padded inputs changed the output "
-                    f"of real position {t} in sequence {b} (max change "
+        pytest.fail(f"dim={dim}, n_heads={n_heads}: with real lengths {lengths}, replacing the padded "
+                    f"inputs changed the output of real position {t} in sequence {b} (max change "
                     f"{(after - before)[b, t].abs().max().item():.3g}): padding keys must get no weight")

@@ -3,16 +3,24 @@ import pytest
 import torch
 
 from exercise.causal_self_attention import reference
-from exercise.causal_self_attention.checks import random_input
-from exercise.causal_self_attention.tests.conftest import finite_difference_jvps
+from exercise.causal_self_attention.checks import finite_difference_jvps, gradient_agrees, random_input
 from sandbox.proxy import StudentCodeError
 
-JACOBIAN_CASES = [(24, 4, 2, 6, None), (24, 4, 2, 6, [6, 3]), (12, 3, 3, 7, [7, 7, 7]), (8, 1, 1, 5, None)]
+# (dim, n_heads, B, T, real lengths or None): one head with and without padding, one sequence, the
+# first sequence padded, T past 8 (where a cached mask may end), head_dim 1.
+JACOBIAN_CASES = [(24, 4, 2, 6, None), (24, 4, 2, 6, [3, 6]), (12, 3, 3, 9, [9, 1, 5]), (8, 1, 1, 5, None),
+                  (8, 1, 3, 7, [2, 7, 4]), (8, 8, 1, 12, None), (32, 8, 2, 10, [10, 10])]
 
 
 def _case_id(case):
     dim, h, B, T, lengths = case
-    return f"dim{dim}-h{h}-B{B}-T{T}-" + ("nomask" if lengths is None else "mask" + "_".join(map(str, lengths)))
+    return f"dim{dim}-h{h}-B{B}-T{T}-" + _masking(lengths).replace(" ", "_")
+
+
+def _masking(lengths) -> str:
+    if lengths is None:
+        return "no mask"
+    return "all-True mask" if lengths == "all" else "padding " + "_".join(map(str, lengths))
 
 
 @pytest.mark.points(12)
@@ -56,34 +64,42 @@ def test_autograd_sees_no_future(student, gated, case):
     directions = [torch.zeros(B, T, dim, dtype=torch.float64) for _ in range(T)]
     for s, direction in enumerate(directions):
         direction[:, s] = torch.randn(B, dim, generator=g, dtype=torch.float64)
-    jvps = finite_difference_jvps(module, x, mask, directions)          # T x (B, T, dim)
-    for s, (direction, jvp) in enumerate(zip(directions, jvps)):
+    jvps = finite_difference_jvps(module, x, mask, directions)          # T x [(estimate, uncertainty)]
+    for s, (direction, steps) in enumerate(zip(directions, jvps)):
         for t in range(T):
-            numeric = (cotangents[t, :, t] * jvp[:, t]).sum(dim=1)      # (B,)
             autograd = (grads[t, :, s] * direction[:, s]).sum(dim=1)   # (B,)
-            if not torch.allclose(autograd, numeric, rtol=1e-4, atol=1e-6 * max(scale, 1.0)):
+            numeric = [((cotangents[t, :, t] * est[:, t]).sum(dim=1),
+                        (cotangents[t, :, t].abs() * unc[:, t]).sum(dim=1)) for est, unc in steps]
+            if not gradient_agrees(autograd, numeric, atol=1e-6 * max(scale, 1.0)).all():
+                at = min(numeric, key=lambda n: float(n[1].max()))[0].tolist()
                 pytest.fail(f"autograd disagrees with your forward: nudging the input at position {s} "
-                            f"moves the output at position {t} (finite difference {numeric.tolist()}), "
+                            f"moves the output at position {t} (finite difference {at}), "
                             f"but the gradient says {autograd.tolist()}. Part of the computation is "
                             f"hidden from autograd (.detach(), torch.no_grad(), .data); {where}")
 
 
+PERTURB_CASES = [(24, 4, 2, 6, None), (12, 3, 3, 7, "all"), (8, 1, 1, 40, None), (32, 8, 3, 40, [40, 17, 3]),
+                 (8, 2, 3, 12, [12, 1, 6])]
+
+
 @pytest.mark.points(8)
-@pytest.mark.parametrize("dim,n_heads,B,T,with_mask", [(24, 4, 2, 6, False), (12, 3, 3, 7, True)],
-                         ids=["dim24-h4-nomask", "dim12-h3-alltrue-mask"])
-def test_changing_later_inputs_changes_no_earlier_output(student, gated, dim, n_heads, B, T, with_mask):
+@pytest.mark.parametrize("case", PERTURB_CASES, ids=[_case_id(c) for c in PERTURB_CASES])
+def test_changing_later_inputs_changes_no_earlier_output(student, gated, case):
     """Replacing the inputs from position s on leaves every output before s unchanged"""
+    dim, n_heads, B, T, lengths = case
     module = student.new(dim, n_heads)
     x = random_input(B, T, dim, seed=71)
-    mask = torch.ones(B, T, dtype=torch.bool) if with_mask else None
+    mask = (torch.ones(B, T, dtype=torch.bool) if lengths == "all"
+            else None if lengths is None else reference.right_padding(lengths, T))
     noise = random_input(B, T, dim, seed=72) * 5
     moved = [torch.cat([x[:, :s], noise[:, s:]], dim=1) for s in range(1, T)]
     base, *outs = module.map([(x, mask)] + [(m, mask) for m in moved])
     for s, out in enumerate(outs, start=1):
-        changed = ~torch.isclose(out[:, :s], base[:, :s], atol=1e-9, rtol=1e-7).all(dim=2)   # (B, s)
+        if tuple(out.shape) != (B, T, dim) or tuple(base.shape) != (B, T, dim):
+            pytest.fail(f"output shape {tuple(out.shape)}, expected {(B, T, dim)}")
+        changed = ~torch.isclose(out[:, :s].double(), base[:, :s].double(), atol=1e-9, rtol=1e-7).all(dim=2)
         if changed.any():
             b, t = (int(i) for i in changed.nonzero()[0])
             pytest.fail(f"replacing the inputs at positions {s}..{T - 1} changed the output at earlier "
                         f"position {t} (by up to {(out - base)[b, t].abs().max().item():.3g}): position "
-                        f"{t} sees the future; dim={dim}, n_heads={n_heads}, "
-                        + ("all-True padding mask" if with_mask else "no mask"))
+                        f"{t} sees the future; dim={dim}, n_heads={n_heads}, B={B}, T={T}, {_masking(lengths)}")
