@@ -1,64 +1,125 @@
-"""Confusion table of the bug diagnosis over the project's own corpus.
+"""How far the diagnosis and the score can be trusted, over the project's own corpus.
 
-    .venv/bin/python bench/diagnosis_confusion.py [--jobs 2]
+    .venv/bin/python bench/diagnosis_confusion.py [--jobs 2] [--sandbox local]
 
-Grades every file in tests/submissions/buggy (the first line says `# bug: <id>[, <id>]`) and in
-tests/submissions/correct (no bug) with the local sandbox, then prints, per true id, what was
-diagnosed, and the share of files diagnosed exactly (the same set of ids, nothing more, nothing less).
+Grades every file of tests/submissions/correct (no bug), buggy (the first line says
+`# bug: <id>[, <id>]`) and unknown (a mistake outside the catalog: `# unknown: ...`) in one
+`grade batch` run, then prints:
+- per catalog id: how many files declare it, precision and recall of its name;
+- wrong names: an id given that the file does not declare (goal 0). Advice (worth no points) given
+  to a file that does not declare it is listed apart: a style remark can be true of any file;
+- unnamed catalog bugs: an id a file declares that the diagnosis did not give;
+- correct files below full marks (goal 0) and buggy files at full marks (goal 0; a file whose only
+  declared ids are advice is allowed full marks);
+- files outside the catalog without the "no known mistake matches" note.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import json
+import shutil
+import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from grader import grading  # noqa: E402
+from exercise.causal_self_attention.catalog import CATALOG  # noqa: E402
 
 CORPUS = ROOT / "tests" / "submissions"
+FOLDERS = ("correct", "buggy", "unknown")
+ADVICE = {bug_id for bug_id, info in CATALOG.items() if info.advice}
 
 
-def true_ids(path: Path) -> frozenset[str]:
-    """The ids a file's first line declares; `trivial` files and correct ones declare none."""
-    if path.parent.name == "correct":
+def declared(path: Path) -> frozenset[str]:
+    """The ids a file's first line declares; correct and unknown files and `trivial` ones declare none."""
+    if path.parent.name != "buggy":
         return frozenset()
     first = path.read_text(errors="replace").splitlines()[0]
     ids = [i.strip() for i in first.removeprefix("# bug:").split(",")]
     return frozenset(i for i in ids if i and i != "trivial")
 
 
-def diagnosed(path: Path) -> frozenset[str]:
-    return frozenset(b.id for b in grading.grade_file(path).bugs)
+def corpus() -> list[Path]:
+    return [p for folder in FOLDERS for p in sorted((CORPUS / folder).glob("*"))
+            if p.suffix in (".py", ".ipynb")]
+
+
+def grade_all(files: list[Path], jobs: int, sandbox: str) -> dict[str, dict]:
+    """Every file graded by one `grade batch`; results by the batch's file name."""
+    work = Path(tempfile.mkdtemp(prefix="confusion-"))
+    try:
+        (work / "class").mkdir()
+        for path in files:
+            shutil.copyfile(path, work / "class" / f"{path.parent.name}__{path.name}")
+        subprocess.run([sys.executable, "-m", "grader", "batch", str(work / "class"), "--out", str(work / "out"),
+                        "--jobs", str(jobs), "--sandbox", sandbox], check=False, stdout=subprocess.DEVNULL)
+        results = {}
+        for result_file in (work / "out" / "results").glob("*.json"):
+            result = json.loads(result_file.read_text())
+            results[result["submission"]["name"]] = result
+        return results
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--sandbox", default="local")
     args = parser.parse_args()
-    files = sorted((CORPUS / "buggy").glob("*.py")) + sorted((CORPUS / "correct").iterdir())
-    with ThreadPoolExecutor(args.jobs) as pool:
-        got = dict(zip(files, pool.map(diagnosed, files)))
-    table: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    exact = 0
-    misses = []
-    for path, found in got.items():
-        truth = true_ids(path)
-        label = ", ".join(sorted(truth)) or ("(correct)" if path.parent.name == "correct" else "(trivial)")
-        table[label][", ".join(sorted(found)) or "-"] += 1
-        if found == truth:
-            exact += 1
-        else:
-            misses.append(f"  {path.parent.name}/{path.name}: expected {sorted(truth)}, diagnosed {sorted(found)}")
-    width = max(len(k) for k in table)
-    print(f"{'true id':<{width}}  diagnosed (count)")
-    for label in sorted(table):
-        print(f"{label:<{width}}  " + "; ".join(f"{k} ({n})" for k, n in table[label].most_common()))
-    print(f"\nexactly diagnosed: {exact} of {len(got)} files ({100 * exact / len(got):.0f}%)")
-    if misses:
-        print("not exact:\n" + "\n".join(misses))
+    files = corpus()
+    results = grade_all(files, args.jobs, args.sandbox)
+    per_id = collections.defaultdict(lambda: collections.Counter())   # id -> tp, fp, fn, declared
+    wrong, unnamed, advice_extra, below, full, no_note, errors = [], [], [], [], [], [], []
+    for path in files:
+        name = f"{path.parent.name}/{path.name}"
+        result = results.get(f"{path.parent.name}__{path.name}")
+        if result is None or result["status"] == "error":
+            errors.append(name)
+            continue
+        truth = declared(path)
+        named = frozenset(b["id"] for b in result["bugs"])
+        for bug_id in truth:
+            per_id[bug_id]["declared"] += 1
+            per_id[bug_id]["tp" if bug_id in named else "fn"] += 1
+            if bug_id not in named:
+                unnamed.append(f"{name}: {bug_id} not named (named: {sorted(named) or '-'})")
+        for bug_id in named - truth:
+            if bug_id in ADVICE:
+                advice_extra.append(f"{name}: advice {bug_id}")
+            else:
+                per_id[bug_id]["fp"] += 1
+                wrong.append(f"{name}: named {bug_id}, declares {sorted(truth) or '-'}")
+        score = result["score"] or 0.0
+        if path.parent.name == "correct" and score < result["max_score"]:
+            below.append(f"{name}: {score:g}")
+        advice_only = bool(truth) and truth <= ADVICE    # advice costs nothing by design
+        if path.parent.name != "correct" and score >= result["max_score"] and not advice_only:
+            full.append(name)
+        if path.parent.name == "unknown" and "no mistake in the catalog" not in (result.get("diagnosis") or ""):
+            no_note.append(name)
+    counts = collections.Counter(p.parent.name for p in files)
+    print(f"corpus: {counts['correct']} correct, {counts['buggy']} buggy (catalog), {counts['unknown']} "
+          f"outside the catalog; graded with `grade batch --sandbox {args.sandbox}`")
+    print(f"\n{'id':<28} {'files':>5} {'precision':>9} {'recall':>7}")
+    for bug_id in sorted(CATALOG):
+        c = per_id[bug_id]
+        precision = c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else float("nan")
+        recall = c["tp"] / c["declared"] if c["declared"] else float("nan")
+        print(f"{bug_id:<28} {c['declared']:>5} {precision:>9.2f} {recall:>7.2f}")
+    print()
+    for label, items in (("wrong names (goal 0)", wrong), ("unnamed catalog bugs", unnamed),
+                         ("correct files below full marks (goal 0)", below),
+                         ("buggy files at full marks (goal 0)", full),
+                         ("files outside the catalog without the 'no known mistake' note", no_note),
+                         ("advice given to files that do not declare it", advice_extra),
+                         ("grader errors", errors)):
+        print(f"{label}: {len(items)}")
+        for item in items:
+            print(f"    {item}")
 
 
 if __name__ == "__main__":

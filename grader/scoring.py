@@ -39,9 +39,13 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
                            message=f"the grader failed in {internal[0].get('id')}: "
                                    f"{internal[0].get('feedback')}", **base)
     score = sum(t.score for t in tests)
+    bugs = _agreeing(bugs, tests)
+    diagnosis = str(report.get("diagnosis_note") or "")
+    if score < max_score and not diagnosis and all(b.advice for b in bugs):
+        diagnosis = ("tests failed and no mistake in the catalog explains it; the failed tests below show "
+                     "where your output differs")
     return GradeResult(status=Status.GRADED, score=score, max_score=max_score, tests=tests, bugs=bugs,
-                       diagnosis=str(report.get("diagnosis_note") or ""),
-                       printed=str(report.get("printed") or ""), **base)
+                       diagnosis=diagnosis, printed=str(report.get("printed") or ""), **base)
 
 
 def _dict(value) -> dict:
@@ -84,6 +88,13 @@ def _bug(raw: dict) -> Bug:
                    affects=tuple(str(a) for a in raw.get("affects") or ()))
     except (KeyError, TypeError) as err:
         raise ReportError(f"malformed bug entry {raw!r:.200}: {err}") from err
+
+
+def _agreeing(bugs: tuple[Bug, ...], tests: tuple[TestResult, ...]) -> tuple[Bug, ...]:
+    """Score and feedback agree: a mistake that cost no points in this grade (every test group it
+    affects kept its points) is presented as advice, never as a bug."""
+    lost = {t.function for t in tests if t.score < t.max_score}
+    return tuple(b if b.advice or lost & set(b.affects) else dataclasses.replace(b, advice=True) for b in bugs)
 
 
 def _with_bugs(test: TestResult, bugs: tuple[Bug, ...]) -> TestResult:

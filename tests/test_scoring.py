@@ -49,3 +49,18 @@ def test_groups_sum_their_cases():
     result = score({"status": "graded", "tests": [entry("passed", 5, group="g::a"), entry("failed", 5, group="g::a"),
                                                  entry("passed", 90, group="g::b")]})
     assert [(g.key, g.score, g.max_score) for g in result.groups()] == [("g::a", 5, 10), ("g::b", 90, 90)]
+
+
+def test_a_bug_that_costs_nothing_is_presented_as_advice():
+    bugs = [{"id": "view_without_contiguous", "title": "t", "explanation": "e", "fix": "f", "advice": False,
+             "affects": ["b"]},
+            {"id": "wrong_scale", "title": "t", "explanation": "e", "fix": "f", "advice": False, "affects": ["a"]}]
+    result = score({"status": "graded", "bugs": bugs,
+                    "tests": [entry("failed", 40, group="g::a"), entry("passed", 60, group="g::b")]})
+    assert {b.id: b.advice for b in result.bugs} == {"view_without_contiguous": True, "wrong_scale": False}
+
+
+def test_failed_tests_with_nothing_named_get_the_honest_note():
+    result = score({"status": "graded", "tests": [entry("failed", 40), entry("passed", 60)]})
+    assert "no mistake in the catalog" in result.diagnosis
+    assert score({"status": "graded", "tests": [entry("passed", 100)]}).diagnosis == ""

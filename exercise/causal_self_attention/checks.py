@@ -110,7 +110,7 @@ def random_input(B: int, T: int, dim: int, *, seed: int, dtype: str = "float64")
 # every submission: a float64 forward is measured best at 1e-6, while a forward that computes its
 # softmax in float16 rounds its weights so coarsely that at 1e-6 they do not move at all, and only
 # steps near 1e-2 see the slope autograd (rightly) reports.
-FD_STEPS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 3e-2, 1e-1)
+FD_STEPS = (1e-6, 1e-4, 1e-3, 1e-2, 1e-1)
 
 
 def finite_difference_jvps(module, x: torch.Tensor, mask, directions: list) -> list:
@@ -119,13 +119,10 @@ def finite_difference_jvps(module, x: torch.Tensor, mask, directions: list) -> l
     from forward outputs alone: the harness's own check of gradients that come from the student's
     process. Returns, per direction, [(estimate, uncertainty)], each tensor shaped like the output."""
     x = x.double()
-    outs = module.map([(x + sign * h * u, mask) for u in directions for h in FD_STEPS for sign in (1, -1)])
-    n = 2 * len(FD_STEPS)
     result = []
-    for i in range(len(directions)):
-        block = outs[i * n:(i + 1) * n]
-        estimates = [(plus.double() - minus.double()) / (2 * h)
-                     for h, plus, minus in zip(FD_STEPS, block[::2], block[1::2])]
+    for u in directions:  # one round trip per direction: a slow but correct forward stays within a call's limit
+        outs = module.map([(x + sign * h * u, mask) for h in FD_STEPS for sign in (1, -1)])
+        estimates = [(plus.double() - minus.double()) / (2 * h) for h, plus, minus in zip(FD_STEPS, outs[::2], outs[1::2])]
         result.append([(a, (a - b).abs()) for a, b in zip(estimates, estimates[1:])])
     return result
 

@@ -5,14 +5,15 @@ Facts it relies on (measured with torch 2.13, see the project's research notes):
   head h uses columns h*hd:(h+1)*hd of q, k and v, exactly as the exercise says.
 - MHA's boolean `attn_mask` and `key_padding_mask` mean True = NOT allowed, the opposite of the
   exercise's mask (True = real token).
-- `batch_first` defaults to False; with B == T a wrong layout would run silently, so it is set.
+- It runs `F.multi_head_attention_forward`, the function `nn.MultiheadAttention.forward` calls, on
+  (T, B, dim) inputs (the module's default layout), without building a module for every call.
 """
 from __future__ import annotations
 
 import math
 
 import torch
-from torch import nn
+from torch.nn import functional as F
 
 PARAM_NAMES = ("qkv.weight", "qkv.bias", "proj.weight", "proj.bias")
 
@@ -32,19 +33,16 @@ def random_weights(dim: int, *, seed: int, dtype: torch.dtype = torch.float64) -
 def attention(weights: dict[str, torch.Tensor], n_heads: int, x: torch.Tensor,
               key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
     """The correct output for input x (B, T, dim), in float64; padded query positions included."""
-    dim = weights["proj.weight"].shape[0]
-    mha = nn.MultiheadAttention(dim, n_heads, batch_first=True, bias=True, dropout=0.0).double().eval()
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(weights["qkv.weight"])
-        mha.in_proj_bias.copy_(weights["qkv.bias"])
-        mha.out_proj.weight.copy_(weights["proj.weight"])
-        mha.out_proj.bias.copy_(weights["proj.bias"])
-        T = x.shape[1]
-        blocked = torch.ones(T, T, dtype=torch.bool).triu(1)                      # (T, T) True = future
-        ignore = None if key_padding_mask is None else ~key_padding_mask          # (B, T) True = padding
-        out, _ = mha(x.double(), x.double(), x.double(), attn_mask=blocked, key_padding_mask=ignore,
-                     need_weights=False)
-    return out                                                                    # (B, T, dim)
+    T = x.shape[1]
+    x = x.double().transpose(0, 1)                                                # (T, B, dim)
+    blocked = torch.ones(T, T, dtype=torch.bool).triu(1)                          # (T, T) True = future
+    ignore = None if key_padding_mask is None else ~key_padding_mask              # (B, T) True = padding
+    with torch.no_grad():  # nn.MultiheadAttention's own computation, without building a module per call
+        out, _ = F.multi_head_attention_forward(
+            x, x, x, x.shape[-1], n_heads, weights["qkv.weight"], weights["qkv.bias"], None, None, False, 0.0,
+            weights["proj.weight"], weights["proj.bias"], training=False, key_padding_mask=ignore,
+            need_weights=False, attn_mask=blocked)
+    return out.transpose(0, 1)                                                    # (B, T, dim)
 
 
 def right_padding(lengths: list[int], T: int) -> torch.Tensor:

@@ -8,8 +8,8 @@ from sandbox.proxy import StudentCodeError
 
 # (dim, n_heads, B, T, real lengths or None): one head with and without padding, one sequence, the
 # first sequence padded, T past 8 (where a cached mask may end), head_dim 1.
-JACOBIAN_CASES = [(24, 4, 2, 6, None), (24, 4, 2, 6, [3, 6]), (12, 3, 3, 9, [9, 1, 5]), (8, 1, 1, 5, None),
-                  (8, 1, 3, 7, [2, 7, 4]), (8, 8, 1, 12, None), (32, 8, 2, 10, [10, 10])]
+JACOBIAN_CASES = [(24, 4, 2, 6, None), (24, 4, 2, 6, [3, 6]), (12, 3, 3, 9, [9, 1, 5]), (8, 1, 3, 7, [2, 7, 4]),
+                  (8, 8, 1, 12, None), (32, 8, 2, 6, [6, 6])]
 
 
 def _case_id(case):
@@ -59,23 +59,27 @@ def test_autograd_sees_no_future(student, gated, case):
         if dep[t, b, t] <= 1e-6 * scale:
             pytest.fail(f"autograd says the output at position {t} does not depend on the input at "
                         f"position {t}: the autograd graph is cut (torch.no_grad(), .detach(), .data?); {where}")
-    # The gradient comes from the student's process: check every block of it, the zeros claimed for
-    # the future included, against finite differences of the forward outputs.
-    directions = [torch.zeros(B, T, dim, dtype=torch.float64) for _ in range(T)]
-    for s, direction in enumerate(directions):
-        direction[:, s] = torch.randn(B, dim, generator=g, dtype=torch.float64)
-    jvps = finite_difference_jvps(module, x, mask, directions)          # T x [(estimate, uncertainty)]
-    for s, (direction, steps) in enumerate(zip(directions, jvps)):
+    # The gradient comes from the student's process: check it, the zeros claimed for the future
+    # included, against finite differences of the forward outputs along random directions that move
+    # every input position at once. For each output position t, <cotangent_t, J u> must equal the
+    # sum over s of the gradient blocks d out[t] / d x[s] applied to u[s]: a block that hides a
+    # dependence (a custom backward, .detach()) breaks that sum.
+    directions = [torch.randn(B, T, dim, generator=g, dtype=torch.float64) for _ in range(2)]
+    for direction, steps in zip(directions, finite_difference_jvps(module, x, mask, directions)):
         for t in range(T):
-            autograd = (grads[t, :, s] * direction[:, s]).sum(dim=1)   # (B,)
+            autograd = (grads[t] * direction).sum(dim=(1, 2))               # (B,)
             numeric = [((cotangents[t, :, t] * est[:, t]).sum(dim=1),
                         (cotangents[t, :, t].abs() * unc[:, t]).sum(dim=1)) for est, unc in steps]
             if not gradient_agrees(autograd, numeric, atol=1e-6 * max(scale, 1.0)).all():
                 at = min(numeric, key=lambda n: float(n[1].max()))[0].tolist()
-                pytest.fail(f"autograd disagrees with your forward: nudging the input at position {s} "
-                            f"moves the output at position {t} (finite difference {at}), "
-                            f"but the gradient says {autograd.tolist()}. Part of the computation is "
-                            f"hidden from autograd (.detach(), torch.no_grad(), .data); {where}")
+                pytest.fail(f"autograd disagrees with your forward: nudging the inputs moves the output at "
+                            f"position {t} at the rate {_fmt(at)} (finite differences), but the gradient says "
+                            f"{_fmt(autograd.tolist())}. Part of the computation is hidden from autograd "
+                            f"(.detach(), torch.no_grad(), .data, a custom backward); {where}")
+
+
+def _fmt(values) -> str:
+    return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
 
 
 PERTURB_CASES = [(24, 4, 2, 6, None), (12, 3, 3, 7, "all"), (8, 1, 1, 40, None), (32, 8, 3, 40, [40, 17, 3]),
