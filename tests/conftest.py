@@ -60,6 +60,34 @@ def grade_cached():
     return run
 
 
+@dataclass
+class Batched:
+    """One submission's result from a `grade batch` run (no terminal of its own)."""
+    result: dict
+
+    group, lost, full = Graded.group, Graded.lost, Graded.full
+
+
+@pytest.fixture(scope="session")
+def corpus_graded(tmp_path_factory):
+    """Every buggy and outside-the-catalog file of the corpus, graded once by one `grade batch` run
+    in warm local sandboxes (as an instructor regrades a class): results by 'folder/name'."""
+    root = tmp_path_factory.mktemp("corpus")
+    for folder in ("buggy", "unknown"):
+        for path in sorted((SUBMISSIONS / folder).glob("*.py")):
+            (root / "class").mkdir(exist_ok=True)
+            (root / "class" / f"{folder}__{path.name}").write_bytes(path.read_bytes())
+    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(root / "class"), "--out", str(root / "out"),
+                           "--jobs", "2"], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = {}
+    for result_file in (root / "out" / "results").glob("*.json"):
+        result = json.loads(result_file.read_text())
+        folder, name = result["submission"]["name"].split("__", 1)
+        results[f"{folder}/{name}"] = Batched(result)
+    return results
+
+
 _ATTACK_OUTCOMES: list[dict] = []
 
 

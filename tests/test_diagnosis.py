@@ -5,6 +5,7 @@ import pytest
 from tests.conftest import SUBMISSIONS, grade
 
 BUGGY = sorted((SUBMISSIONS / "buggy").glob("*.py"))
+UNKNOWN = sorted((SUBMISSIONS / "unknown").glob("*.py"))
 
 
 def declared(path) -> set[str]:
@@ -21,12 +22,21 @@ def test_every_catalog_id_has_two_realizations():
 
 
 @pytest.mark.parametrize("path", BUGGY, ids=[p.name for p in BUGGY])
-def test_realization_is_diagnosed_exactly(grade_cached, path):
-    result = grade_cached(path).result
+def test_realization_is_diagnosed_exactly(corpus_graded, path):
+    result = corpus_graded[f"buggy/{path.name}"].result
     assert result["status"] == "graded"
     assert {b["id"] for b in result["bugs"]} == declared(path)
     for bug in result["bugs"]:
         assert bug["title"] and bug["explanation"] and bug["fix"] and bug["evidence"]
+
+
+@pytest.mark.parametrize("path", UNKNOWN, ids=[p.name for p in UNKNOWN])
+def test_mistake_outside_the_catalog_loses_points_gets_the_note_and_no_name(corpus_graded, path):
+    result = corpus_graded[f"unknown/{path.name}"].result
+    assert result["status"] == "graded"
+    assert result["score"] < result["max_score"]
+    assert [b["id"] for b in result["bugs"] if not b["advice"]] == []
+    assert "no mistake in the catalog" in result["diagnosis"]
 
 
 def test_bugs_reach_the_affected_tests_and_the_top_of_the_feedback(grade_cached):

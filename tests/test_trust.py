@@ -28,9 +28,9 @@ VARIANTS = {
     "first_sequence_mask": (PADDING_AND, "allowed = allowed & key_padding_mask[:1, None, None, :]"),
     "causal_half_after_softmax": (
         FILL + "\n\n        " + SOFTMAX,
-        "causal = allowed if key_padding_mask is None else torch.tril(torch.ones(T, T, dtype=torch.bool))\n"
-        "        scores = scores.masked_fill(~(allowed | ~causal), float('-inf'))\n"
-        "        weights = torch.softmax(scores, dim=-1) * causal"),
+        "if key_padding_mask is not None:\n"
+        "            scores = scores.masked_fill(~key_padding_mask[:, None, None, :], float('-inf'))\n"
+        "        weights = torch.softmax(scores, dim=-1) * torch.tril(torch.ones(T, T, device=x.device))"),
     "dropout_in_training": (SOFTMAX, SOFTMAX + "\n        weights = torch.nn.functional.dropout(weights, 0.1, self.training)"),
     "detached_weights": (SOFTMAX, "weights = torch.softmax(scores, dim=-1).detach()"),
 }
@@ -85,8 +85,8 @@ def test_the_mask_cache_mistake_costs_causality_points_at_long_sequences(graded)
 
 @pytest.mark.parametrize("name,bug_id,variant,value", [
     ("fill_minus_one", "mask_fill_not_neg_inf", "value", "set to -1;"),
-    ("scale_sqrt_heads", "wrong_scale", "sqrt_n_heads", "multiplied by 0.5 at dim=24, n_heads=4"),
-    ("scale_constant", "wrong_scale", "constant", "multiplied by 0.3 at dim=24, n_heads=4"),
+    ("scale_sqrt_heads", "wrong_scale", "sqrt_n_heads", "0.5 at dim=24, n_heads=4"),
+    ("scale_constant", "wrong_scale", "constant", "multiplied by 0.3 at every shape"),
 ])
 def test_a_free_parameter_is_fitted_and_shown(graded, name, bug_id, variant, value):
     g = graded(name)
@@ -103,6 +103,7 @@ def test_low_precision_with_its_graph_intact_is_never_called_breaks_autograd(gra
     assert g.full("test_autograd_sees_no_future"), "its gradient is right to its own precision"
     assert g.lost("test_matches_multihead")
     assert "no mistake in the catalog" in g.result["diagnosis"]
+    assert "computes in a lower precision" in g.result["diagnosis"]
 
 
 def test_a_really_detached_softmax_is_still_caught(graded):
@@ -117,6 +118,7 @@ def test_a_mask_taken_from_the_first_sequence_is_not_called_padding_ignored(grad
     assert g.lost("test_padding_matches")
     assert "no mistake in the catalog" in g.result["diagnosis"]
     assert "positions" in g.result["diagnosis"]
+    assert "lower precision" not in g.result["diagnosis"]
 
 
 def test_only_the_causal_half_after_the_softmax_is_named(graded):

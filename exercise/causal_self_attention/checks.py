@@ -18,8 +18,9 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # 4 heads keeps sqrt(dim) != head_dim, so scale mistakes stay apart.
 SHAPES = [(8, 1), (8, 2), (12, 3), (24, 4), (32, 8), (8, 8)]
 SHAPE_IDS = [f"dim{d}-h{h}" for d, h in SHAPES]
-# Sequence lengths: 1, short, just past 8 and 16 (where a cached mask or a chunk may end), and long.
-LENGTHS = (1, 2, 5, 9, 17, 40)
+# (B, T) of the inputs: one sequence and three, T = 1, short, just past 8 and 16 (where a cached mask
+# or a chunk may end), and long.
+BATCHES = ((1, 1), (3, 1), (3, 2), (1, 5), (3, 9), (1, 17), (3, 17), (1, 40), (3, 40))
 
 
 def padding_patterns() -> list[tuple[int, list[int]]]:

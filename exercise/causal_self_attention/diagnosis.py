@@ -302,8 +302,11 @@ def _match_evidence(combo, values: dict, wrong: list[Observed], observed: list[O
     fitted = ""
     if values:
         what = "the scores are multiplied by" if combo[0][0] == "wrong_scale" else "masked scores are set to"
-        if len({round(v, 9) for v in values.values()}) == 1 and combo[0][0] != "wrong_scale":
-            shown = f"{next(iter(values.values())):.6g}"
+        if len({round(v, 9) for v in values.values()}) == 1:
+            shown = f"{next(iter(values.values())):.6g}" + (
+                " at every shape (expected 1/sqrt(head_dim): " + ", ".join(
+                    f"{1 / math.sqrt(d // h):.6g} at dim={d}, n_heads={h}" for d, h in values) + ")"
+                if combo[0][0] == "wrong_scale" else "")
         else:
             shown = "; ".join(f"{v:.6g} at dim={d}, n_heads={h}" + (
                 f" (expected 1/sqrt(head_dim) = {1 / math.sqrt(d // h):.6g})" if combo[0][0] == "wrong_scale" else "")
@@ -378,7 +381,19 @@ def _where_wrong(wrong: list[Observed], raised: list[str]) -> str:
     if len(wrong) > 6:
         parts.append(f"and {len(wrong) - 6} more probes")
     return ("the output is wrong and no mistake in the catalog (single or pair) reproduces it: "
-            + "; ".join(parts + raised))
+            + "; ".join(parts + raised) + _precision(wrong))
+
+
+def _precision(wrong: list[Observed]) -> str:
+    """A precision finding: a float64 output that is close to the correct one everywhere it is
+    wrong, as arithmetic in a lower dtype makes it."""
+    rel = max((_gap(o.out, o.correct) / max(o.correct.abs().max().item(), 1e-12) for o in wrong
+               if o.probe.dtype == "float64"), default=None)
+    if rel is None or not rel < 1e-2:
+        return ""
+    return (f". Your float64 output is close to the correct one everywhere (largest difference {rel:.2g} "
+            f"of its size), as when part of forward computes in a lower precision (float16 or bfloat16 "
+            f"lose about 1e-3, float32 about 1e-7): compute in the input's dtype")
 
 
 def _sdpa_math(student, found: Diagnosis):
@@ -431,6 +446,8 @@ def _autograd(student, found: Diagnosis, *_):
         return  # the interface tests report the output's shape or dtype
     if all(not est.any() for est, _ in steps):
         return  # the output ignores the input: nothing for autograd to carry (the tests say so)
+    finite = torch.stack([torch.isfinite(est) for est, _ in steps]).all(dim=0)   # NaN rows (no key left) say nothing
+    cotangent = torch.where(finite, cotangent, torch.zeros(()))
     try:
         grad = module.vjp(x, cotangents=cotangent)[0]
     except StudentCodeError as err:
@@ -439,8 +456,10 @@ def _autograd(student, found: Diagnosis, *_):
                 found.add("breaks_autograd", variant, f"a backward pass raised {err.describe()}")
         return
     from_autograd = (grad.double() * direction).sum().reshape(1)
-    numeric = [((est * cotangent[0]).sum().reshape(1), (unc * cotangent[0].abs()).sum().reshape(1))
-               for est, unc in steps]
+    if not torch.isfinite(from_autograd).all():
+        return  # a NaN gradient tells nothing about what autograd sees; the tests grade the NaN
+    numeric = [((est.nan_to_num() * cotangent[0]).sum().reshape(1),
+                (unc.nan_to_num() * cotangent[0].abs()).sum().reshape(1)) for est, unc in steps]
     if not gradient_agrees(from_autograd, numeric, atol=1e-6 * max(1.0, float(numeric[0][0].abs()))).all():
         tightest = float(min(numeric, key=lambda n: float(n[1]))[0])
         found.add("breaks_autograd", "detached",
