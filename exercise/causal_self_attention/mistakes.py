@@ -24,15 +24,17 @@ SLOTS: dict[str, list[Mistake]] = {
     "causal": [("no_causal_mask", "missing"), ("causal_mask_off_by_one", "excludes_self"),
                ("causal_mask_off_by_one", "includes_next"), ("causal_mask_off_by_one", "offset_+2"),
                ("causal_mask_off_by_one", "offset_-2"), ("mask_after_softmax", "zeroed_after"),
-               ("mask_after_softmax", "causal_zeroed_after")],
+               ("mask_after_softmax", "causal_zeroed_after"), ("fixed_max_length", "open_past_16"),
+               ("fixed_max_length", "open_past_32")],
     "fill": [("mask_fill_not_neg_inf", "zero"), ("mask_fill_not_neg_inf", "causal_zero")],
     "scale": [("wrong_scale", "sqrt_dim"), ("wrong_scale", "none"), ("wrong_scale", "multiplied"),
               ("wrong_scale", "head_dim_not_sqrt"), ("wrong_scale", "after_softmax")],
     "qkv": [("qkv_order", "k_q_v"), ("qkv_order", "q_v_k"), ("qkv_order", "v_k_q"),
             ("qkv_order", "k_v_q"), ("qkv_order", "v_q_k"), ("qkv_order", "interleaved_per_head")],
     "split": [("wrong_head_split", "no_transpose"), ("wrong_head_split", "strided"),
-              ("wrong_head_split", "strided_merged_contiguous")],
-    "merge": [("wrong_head_merge", "no_transpose"), ("wrong_head_merge", "hd_major")],
+              ("wrong_head_split", "strided_merged_contiguous"), ("wrong_head_split", "feature_major")],
+    "merge": [("wrong_head_merge", "no_transpose"), ("wrong_head_merge", "hd_major"),
+              ("wrong_head_merge", "time_major"), ("wrong_head_merge", "positions_last")],
     "softmax": [("softmax_wrong_dim", "queries"), ("softmax_wrong_dim", "heads")],
     "padding": [("padding_ignored", "ignored"), ("padding_inverted", "inverted"),
                 ("padding_on_queries", "queries")],
@@ -74,6 +76,8 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
     split = on.get("wrong_head_split")
 
     def heads(t):                                                                 # -> (B, H, T, hd)
+        if split == "feature_major":  # (B, dim, T) read as (B, H, T, hd)
+            return t.transpose(1, 2).reshape(B, H, T, hd)
         if split == "no_transpose":
             return t.reshape(B, H, T, hd)
         if split in ("strided", "strided_merged_contiguous"):
@@ -91,7 +95,10 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
 
     ones = torch.ones(T, T, dtype=torch.bool)
     offset = OFFSETS.get(on.get("causal_mask_off_by_one"), 0)
-    allowed = (ones if "no_causal_mask" in on else ones.tril(offset))[None, None]  # (1, 1, T, T)
+    allowed = ones if "no_causal_mask" in on else ones.tril(offset)
+    if on.get("fixed_max_length", "").startswith("open_past_"):  # a mask built for N positions, padded with "allowed"
+        allowed = allowed | (torch.arange(T) >= int(on["fixed_max_length"].removeprefix("open_past_")))[None, :]
+    allowed = allowed[None, None]                                                 # (1, 1, T, T)
     fill = on.get("mask_fill_not_neg_inf")
     if fill in ("causal_zero", "causal_value"):  # future scores set to a number, padding done right
         s = torch.where(allowed, s, torch.as_tensor(0.0 if fill == "causal_zero" else value, dtype=s.dtype))
@@ -126,6 +133,10 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
         o = o.reshape(B, T, C)
     elif merge == "hd_major":
         o = o.permute(0, 2, 3, 1).reshape(B, T, C)
+    elif merge == "time_major":  # (T, B, H, hd) read as (B, T, dim): sequences mixed
+        o = o.permute(2, 0, 1, 3).reshape(B, T, C)
+    elif merge == "positions_last":  # (B, H, hd, T) read as (B, T, dim)
+        o = o.transpose(2, 3).reshape(B, T, C)
     else:
         o = o.transpose(1, 2).reshape(B, T, C)
     if "missing_output_projection" in on:
