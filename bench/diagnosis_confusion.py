@@ -10,7 +10,8 @@ Grades every file of tests/submissions/correct (no bug), buggy (the first line s
   to a file that does not declare it is listed apart: a style remark can be true of any file;
 - unnamed catalog bugs: an id a file declares that the diagnosis did not give;
 - correct files below full marks (goal 0) and buggy files at full marks (goal 0; a file whose only
-  declared ids are advice is allowed full marks);
+  declared ids are advice, or were presented as advice because they cost no points in that grade,
+  is allowed full marks);
 - files outside the catalog without the "no known mistake matches" note.
 """
 from __future__ import annotations
@@ -96,7 +97,10 @@ def main() -> None:
         score = result["score"] or 0.0
         if path.parent.name == "correct" and score < result["max_score"]:
             below.append(f"{name}: {score:g}")
-        advice_only = bool(truth) and truth <= ADVICE    # advice costs nothing by design
+        # Advice costs nothing by design; so does a mistake whose tests all passed in this grade,
+        # which the result then presents as advice (score and feedback agree).
+        advice_here = ADVICE | {b["id"] for b in result["bugs"] if b["advice"]}
+        advice_only = bool(truth) and truth <= advice_here
         if path.parent.name != "correct" and score >= result["max_score"] and not advice_only:
             full.append(name)
         if path.parent.name == "unknown" and "no mistake in the catalog" not in (result.get("diagnosis") or ""):
