@@ -101,7 +101,10 @@ class _Scan:
         self.import_module: dict[int, str] = {}    # id(alias) -> the module of its `from X import`
         self.folded: dict[int, str | None] = {}
         self.classes: list[ast.ClassDef] = []
+        self.changes: list[tuple[ast.Name, ast.AST]] = []  # (X, a statement that sets X.attr or X[i])
         self._bind_all()
+        for name, statement in self.changes:  # `Class.forward = f` and setattr(Class, ...) change Class
+            self.scope_of[id(name)].resolve(name.id).bindings.setdefault(name.id, []).append(statement)
 
     # -- pass 1: every binding of every name, in its scope ----------------------------------
     def _bind_all(self) -> None:
@@ -156,6 +159,11 @@ class _Scan:
                 continue
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 binder = node
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    self._note_change(target, node)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in ("setattr", "delattr") and node.args:
+                self._note_change(node.args[0], node, attribute=False)
             elif isinstance(node, ast.NamedExpr):  # binds in the scope around the comprehensions
                 target = scope
                 while target.kind == "comprehension":
@@ -186,6 +194,17 @@ class _Scan:
             elif isinstance(node, ast.stmt):
                 binder = None
             stack.extend((child, scope, binder) for child in ast.iter_child_nodes(node))
+
+    def _note_change(self, target, statement, *, attribute: bool = True) -> None:
+        """Remember `statement` as a change of X when it stores into X.a, X[i] or X.a.b, or is
+        setattr(X, ...): whoever reaches X reaches what was put into it."""
+        if attribute:
+            if not isinstance(target, (ast.Attribute, ast.Subscript)):
+                return
+            while isinstance(target, (ast.Attribute, ast.Subscript)):
+                target = target.value
+        if isinstance(target, ast.Name):
+            self.changes.append((target, statement))
 
     @staticmethod
     def _declare(body: list, scope: _Scope) -> None:
