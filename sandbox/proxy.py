@@ -306,6 +306,7 @@ class Student:
         return self.load_result
 
     def _start(self, timeout_s: float) -> dict:
+        self._keep_source()
         worker = self.zygote.spawn(path=self.path, cwd=self.scratch, entry=self.entry,
                                    limits=self.limits, hidden=self.hidden)
         worker.output.on_flood = lambda: self.zygote.kill(worker.pid)
@@ -314,6 +315,27 @@ class Student:
         if not isinstance(ready, dict) or ready.get("event") != "ready":
             self._fail("protocol", "the worker did not start as expected")
         return ready
+
+    def _keep_source(self) -> None:
+        """Every worker imports the file again: it must hold the bytes the harness read (and the
+        diagnosis scanned) before any of the student's code ran, which that code may since have
+        rewritten, to be imported by the next worker."""
+        if not self.source:
+            return
+        try:
+            with open(self.path, "rb") as f:
+                if f.read() == self.source:
+                    return
+        except OSError:
+            pass
+        try:
+            kept = self.path + ".kept"
+            with open(kept, "wb") as f:
+                f.write(self.source)
+            os.replace(kept, self.path)
+        except OSError as err:
+            raise WorkerFailure("exit", "your code changed the submission file, and the grader could not "
+                                        "put it back: the rest of the grade cannot run your code") from err
 
     def close(self) -> None:
         if self.worker:
