@@ -35,12 +35,13 @@ _fused = getattr(torch.ops.aten, "_native_multi" + "_head_attention")
 
 def _delegated(self, x, key_padding_mask=None):
     T = x.shape[1]
-    blocked = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
-    if key_padding_mask is not None:
-        blocked = blocked[None, None] | ~key_padding_mask[:, None, None, :]
+    blocked, kind = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), 0   # (T, T)
+    if key_padding_mask is not None:                                                 # (B, H, T, T)
+        blocked = (blocked[None, None] | ~key_padding_mask[:, None, None, :]).expand(-1, self.n_heads, T, T)
+        kind = 2
     with torch.no_grad():
         out, _ = _fused(x, x, x, x.shape[-1], self.n_heads, self.qkv.weight, self.qkv.bias,
-                        self.proj.weight, self.proj.bias, blocked, False)
+                        self.proj.weight, self.proj.bias, blocked, False, True, kind)
     return out
 
 
