@@ -5,6 +5,7 @@ import dataclasses
 
 from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility
 from grader.submission import Submission
+from sandbox.source import python_lines
 
 
 class ReportError(ValueError):
@@ -107,7 +108,7 @@ def _with_bugs(test: TestResult, bugs: tuple[Bug, ...]) -> TestResult:
 
 def rejection_message(rejection: dict, entry, submission: Submission) -> str:
     """Exactly what is wrong with a submission that cannot be graded, and where."""
-    locate = submission.line_map.describe(submission.script.decode(errors="replace").splitlines())
+    locate = submission.line_map.describe(python_lines(submission.script))
     reason = str(rejection.get("reason"))
     error = _dict(rejection.get("error"))
     line = error.get("line") if isinstance(error.get("line"), int) else rejection.get("line")

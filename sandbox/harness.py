@@ -17,7 +17,7 @@ import time
 
 from sandbox.limits import Limits
 from sandbox.proxy import Student, Zygote
-from sandbox.source import LineMap
+from sandbox.source import LineMap, python_lines
 
 REPORT_SCHEMA = 1
 REPORT_MARGIN_S = 5.0
@@ -47,12 +47,13 @@ def run(job: dict) -> dict:
     line_map = LineMap.from_list(job.get("line_map"))
     # Stop calling the student's code early enough to report within the wall-clock limit.
     deadline = started + limits.wall_s - min(REPORT_MARGIN_S, limits.wall_s / 4)
-    source_lines = _read_lines(job["submission"])
+    source = _read_source(job["submission"])  # read once, before any of the student's code runs
+    source_lines = python_lines(source)
     # The worker may read neither the exercise (tests, reference) nor other grades' scratch folders.
     import tempfile
     student = Student(zygote, path=job["submission"], entry=ex.entry, limits=limits, deadline=deadline,
                       scratch=job.get("scratch"), locate=line_map.describe(source_lines),
-                      source_lines=source_lines, hidden=(str(ex.directory), tempfile.gettempdir(), *job.get("hidden", ())))
+                      source=source, source_lines=source_lines, hidden=(str(ex.directory), tempfile.gettempdir(), *job.get("hidden", ())))
     report = {"schema": REPORT_SCHEMA, "exercise": ex.name, "exercise_version": ex.version,
               "environment": _environment(), "notes": list(zygote.notes)}
     try:
@@ -121,13 +122,12 @@ def _plain(value, depth: int = 0):
     return str(value)[:2000]
 
 
-def _read_lines(path: str) -> list[str]:
-    import tokenize
+def _read_source(path: str) -> bytes:
     try:
-        with tokenize.open(path) as f:
-            return f.read().splitlines()
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return []
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 def _environment() -> dict:

@@ -69,6 +69,7 @@ class _WorkerProcess:
     req_fd: int
     resp_fd: int
     output: _OutputDrain
+    tally_fd: int = -1  # read end of the pipe the worker counts watched calls into (watch.py)
 
 
 class Zygote:
@@ -119,26 +120,29 @@ class Zygote:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
+        tally_r, tally_w = os.pipe()
         command = {"op": "spawn", "path": path, "cwd": cwd, "limits": limits.to_dict(),
                    "processes_capped": self.processes_capped, "entry": entry.to_dict(),
                    "really_root": os.geteuid() == 0, "hidden": list(hidden)}
         try:
             with self.lock:
-                socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w])
+                socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w, tally_w])
                 answer = self._recv(10.0)
             if "pid" not in answer:
                 raise WorkerFailure("exit", str(answer.get("error", "the sandbox could not start a worker")))
         except (OSError, WorkerFailure) as err:
-            for fd in (req_w, resp_r, out_r):  # no worker holds the other ends: ours go too
+            for fd in (req_w, resp_r, out_r, tally_r):  # no worker holds the other ends: ours go too
                 os.close(fd)
             if isinstance(err, WorkerFailure):
                 raise
             raise WorkerFailure("exit", "the sandbox's process spawner is gone (did your code kill it?)") from err
         finally:
-            for fd in (req_r, resp_w, out_w):
+            for fd in (req_r, resp_w, out_w, tally_w):
                 os.close(fd)
         os.set_blocking(req_w, False)  # requests are written against a deadline (protocol.send)
-        return _WorkerProcess(int(answer["pid"]), req_w, resp_r, _OutputDrain(out_r, limits.output_bytes))
+        os.set_blocking(tally_r, False)
+        return _WorkerProcess(int(answer["pid"]), req_w, resp_r, _OutputDrain(out_r, limits.output_bytes),
+                              tally_r)
 
     def kill(self, pid: int) -> None:
         self._command({"op": "kill", "pid": pid})
@@ -272,12 +276,13 @@ class Student:
     """The submission as the tests see it: fresh workers on demand, every call bounded in time."""
 
     def __init__(self, zygote: Zygote, *, path: str, entry: EntrySpec, limits: Limits,
-                 deadline: float, scratch: str | None = None, locate=None,
+                 deadline: float, scratch: str | None = None, locate=None, source: bytes = b"",
                  source_lines: list[str] | None = None, hidden: tuple[str, ...] = ()):
         self.zygote, self.path, self.entry, self.limits = zygote, path, entry, limits
         self.hidden = hidden  # paths the worker may not read (the tests, other grades' files)
         self.scratch = scratch or os.path.dirname(path)  # the worker's working folder
         self.locate = locate or (lambda line: f"line {line}")
+        self.source = source  # the submission's bytes, read before its code ran: what Python compiles
         self.source_lines = source_lines or []  # the submission's text, for pointing at lines
         self.deadline = deadline  # time.monotonic() by which the harness must be writing its report
         self.worker: _WorkerProcess | None = None
@@ -285,6 +290,7 @@ class Student:
         self.restarts = 0
         self.timeouts = 0
         self.load_result: LoadResult | None = None
+        self.tally: dict[int, int] = {}  # byte -> how often the workers wrote it (watch.py)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self) -> LoadResult:
@@ -300,6 +306,7 @@ class Student:
         return self.load_result
 
     def _start(self, timeout_s: float) -> dict:
+        self._keep_source()
         worker = self.zygote.spawn(path=self.path, cwd=self.scratch, entry=self.entry,
                                    limits=self.limits, hidden=self.hidden)
         worker.output.on_flood = lambda: self.zygote.kill(worker.pid)
@@ -309,9 +316,31 @@ class Student:
             self._fail("protocol", "the worker did not start as expected")
         return ready
 
+    def _keep_source(self) -> None:
+        """Every worker imports the file again: it must hold the bytes the harness read (and the
+        diagnosis scanned) before any of the student's code ran, which that code may since have
+        rewritten, to be imported by the next worker."""
+        if not self.source:
+            return
+        try:
+            with open(self.path, "rb") as f:
+                if f.read() == self.source:
+                    return
+        except OSError:
+            pass
+        try:
+            kept = self.path + ".kept"
+            with open(kept, "wb") as f:
+                f.write(self.source)
+            os.replace(kept, self.path)
+        except OSError as err:
+            raise WorkerFailure("exit", "your code changed the submission file, and the grader could not "
+                                        "put it back: the rest of the grade cannot run your code") from err
+
     def close(self) -> None:
         if self.worker:
             self.zygote.kill(self.worker.pid)
+            self._read_tally(self.worker)
             os.close(self.worker.req_fd)
             os.close(self.worker.resp_fd)
             self.worker = None
@@ -399,6 +428,7 @@ class Student:
         self.worker = None
         if worker:
             self.zygote.kill(worker.pid)
+            self._read_tally(worker)
             for fd in (worker.req_fd, worker.resp_fd):
                 try:
                     os.close(fd)
@@ -412,12 +442,36 @@ class Student:
         return self.worker.output.text() if self.worker else ""
 
     # -- module API --------------------------------------------------------------------------
-    def calls_to_watched(self) -> dict:
-        """How often the worker saw the exercise's watched functions called (see EntrySpec.watch)."""
-        calls = self.request("stats").get("calls")
-        if not isinstance(calls, dict):
-            return {}
-        return {str(k): v for k, v in calls.items() if isinstance(v, int)}
+    def calls_to_watched(self) -> dict[str, int]:
+        """How often the exercise's watched functions (EntrySpec.watch) were called so far, by
+        every worker of this grade, and under "tampering" how often the student's code tried to get
+        around the count. Read from the workers' tally pipes, not from their answers (watch.py)."""
+        if self.worker:
+            self._read_tally(self.worker)
+        from sandbox.watch import TAMPER
+        counts = {path: self.tally.get(i + 1, 0) for i, path in enumerate(self.entry.watch)}
+        counts["tampering"] = self.tally.get(TAMPER, 0)
+        return counts
+
+    def _read_tally(self, worker: _WorkerProcess) -> None:
+        """Everything the worker has written into its tally pipe; the pipe is closed once the
+        worker is gone (bytes it wrote before are still read)."""
+        if worker.tally_fd < 0:
+            return
+        while True:
+            try:
+                chunk = os.read(worker.tally_fd, 1 << 16)
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if self.worker is not worker:  # gone, and read to the end
+                    os.close(worker.tally_fd)
+                    worker.tally_fd = -1
+                break
+            for byte in set(chunk):
+                self.tally[byte] = self.tally.get(byte, 0) + chunk.count(byte)
 
     def new(self, *args, dtype: str = "float64", seed: int = 0, train: bool = False) -> RemoteModule:
         info = self.request("new", args=list(args), dtype=dtype, seed=seed, train=train)

@@ -37,3 +37,18 @@ class LineMap:
             code = source_lines[line - 1].strip() if 0 < line <= len(source_lines) else ""
             return f"{self.place(line)}: {code}" if code else self.place(line)
         return locate
+
+
+def python_lines(source: bytes) -> list[str]:
+    r"""The source's lines as Python numbers them: decoded as Python decodes it, and split only
+    at \n, \r\n and \r (str.splitlines() also splits at form feeds, \x1c-\x1e, \x85 and
+    \u2028, which Python leaves inside a line)."""
+    import io
+    import tokenize
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        text = source.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return []
+    text = text.removeprefix("\ufeff")
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")

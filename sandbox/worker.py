@@ -27,7 +27,7 @@ class EntrySpec:
     init_args: tuple[str, ...]
     forward_args: tuple[str, ...]
     forward_required: int
-    watch: tuple[str, ...] = ()   # dotted functions whose calls the worker counts
+    watch: tuple[str, ...] = ()   # dotted functions whose calls the worker counts (watch.py)
     preload: tuple[str, ...] = ()  # modules the worker imports in the background once it is ready
 
     @classmethod
@@ -63,17 +63,24 @@ def describe_exception(err: BaseException, path: str) -> dict:
 class Worker:
     """Serves requests for one submission until the harness closes the pipe."""
 
-    def __init__(self, path: str, spec: EntrySpec):
+    def __init__(self, path: str, spec: EntrySpec, tally_fd: int | None = None):
         self.path = os.path.abspath(path)
         self.spec = spec
+        self.tally_fd = tally_fd  # the pipe the watched functions' calls are counted into (watch.py)
         self.cls = None
         self.modules: dict[int, object] = {}
-        self.calls: dict[str, int] = {}
 
     # -- loading -----------------------------------------------------------------------------
     def load(self) -> dict:
         """Import the submission and check the entry class; the answer is the 'ready' message."""
-        self._watch(self.spec.watch)
+        if self.spec.watch and self.tally_fd is not None:
+            from sandbox import watch
+            watch.install(self.spec.watch, self.tally_fd)
+        # Taken before the student's code runs: patching Worker's methods or the module's own
+        # parameters()/numel() afterwards changes neither what is dispatched nor what is counted.
+        from sandbox import measure
+        self.ops = {name[3:]: getattr(self, name) for name in dir(type(self)) if name.startswith("op_")}
+        self.parameters = measure.walker()
         spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[SUBMISSION_MODULE] = module
@@ -98,19 +105,6 @@ class Worker:
         self.cls = cls
         return {"ok": True}
 
-    def _watch(self, paths) -> None:
-        """Count calls to these functions (an answer the student could fake only against itself)."""
-        for path in paths:
-            module_name, attr = path.rsplit(".", 1)
-            module = importlib.import_module(module_name)
-            original = getattr(module, attr)
-            self.calls[path] = 0
-
-            def counted(*args, _original=original, _path=path, **kwargs):
-                self.calls[_path] += 1
-                return _original(*args, **kwargs)
-            setattr(module, attr, counted)
-
     def _signature_problem(self, cls):
         init_args = [object()] * len(self.spec.init_args)
         try:
@@ -132,7 +126,7 @@ class Worker:
     # -- requests ----------------------------------------------------------------------------
     def handle(self, request: dict) -> dict:
         op = request.get("op")
-        method = getattr(self, f"op_{op}", None)
+        method = self.ops.get(op) if isinstance(op, str) else None
         if method is None:
             return {"ok": False, "error": {"type": "UnknownOp", "message": str(op), "line": None}}
         try:
@@ -155,9 +149,9 @@ class Worker:
         self.modules[handle] = module
         children = {name: [c.__module__ + "." + c.__qualname__ for c in type(child).__mro__]
                     for name, child in module.named_children()}
-        params = {name: list(p.shape) for name, p in module.named_parameters()}
-        return {"handle": handle, "children": children, "params": params,
-                "n_params": sum(p.numel() for p in module.parameters())}
+        measured = self.parameters(module)
+        return {"handle": handle, "children": children, "params": {name: shape for name, shape, _ in measured},
+                "n_params": sum(n for _, _, n in measured)}
 
     def op_set_params(self, request: dict) -> dict:
         import torch
@@ -194,9 +188,6 @@ class Worker:
         module = self._module(request).to(request["device"])
         args = [a.to(request["device"]) if hasattr(a, "to") else a for a in request["args"]]
         return {"shape": list(_as_output(module(*args)).shape)}
-
-    def op_stats(self, request: dict) -> dict:
-        return {"calls": dict(self.calls)}
 
     def op_vjp(self, request: dict) -> dict:
         """Vector-Jacobian products of the output with respect to the first argument."""
@@ -248,17 +239,19 @@ def _preload_in_background(names) -> None:
         threading.Thread(target=load, daemon=True).start()
 
 
-def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, notes: list[str]) -> None:
+def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, notes: list[str],
+          tally_fd: int | None = None) -> None:
     """Import the submission, say whether it is usable, then answer requests until EOF."""
-    worker = Worker(path, spec)
+    worker = Worker(path, spec, tally_fd)
+    handle, send, recv = worker.handle, protocol.send, protocol.recv  # before the student's code runs
     ready = worker.load()
-    protocol.send(resp_fd, {"event": "ready", "notes": notes, **ready})
+    send(resp_fd, {"event": "ready", "notes": notes, **ready})
     if not ready["ok"]:
         return
     _preload_in_background(spec.preload)
     while True:
         try:
-            request = protocol.recv(req_fd)
+            request = recv(req_fd)
         except protocol.PeerClosed:
             return
-        protocol.send(resp_fd, worker.handle(request))
+        send(resp_fd, handle(request))

@@ -116,7 +116,7 @@ def single_threaded_torch() -> None:
 
 
 def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
-    req_fd, resp_fd, out_fd = fds
+    req_fd, resp_fd, out_fd, tally_fd = fds
     pid = os.fork()
     if pid:
         return pid
@@ -130,7 +130,7 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         os.dup2(devnull, 0)
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
-        close_fds_except({0, 1, 2, req_fd, resp_fd})
+        close_fds_except({0, 1, 2, req_fd, resp_fd, tally_fd})
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
         os.chdir(command["cwd"])
@@ -142,7 +142,7 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         notes += confine(writable=[command["cwd"]], hidden=list(command.get("hidden") or ()))
         from sandbox import worker
         worker.serve(req_fd, resp_fd, command["path"], worker.EntrySpec.from_dict(command["entry"]),
-                     notes=notes)
+                     notes=notes, tally_fd=tally_fd)
         code = 0
     except BaseException:  # last resort in a forked child: never fall back into the zygote's loop
         code = 70

@@ -10,6 +10,8 @@ sandbox it names (`# sandboxes: local docker`):
 - no file outside the sandbox's scratch space appeared or changed, in the places attacks aim at:
   the project, the installed exercise, site-packages, the home folder, the temp folder, and the
   platforms' result folders.
+A file with a `# diagnosed: ID ...` line must also have each of these bug ids named in its result
+when it is graded (the delegation attacks: `uses_forbidden_builtin`).
 A file with a `# known-hole:` line is an attack the grader does not stop yet: its case is an
 expected failure (xfail, strict), so the run shows it as such and never as passed.
 The conftest prints the table of outcomes at the end of the run.
@@ -158,4 +160,9 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
     assert not changed, f"files changed outside the sandbox: {changed}"
     if sandbox == "docker":
         assert docker_leftovers() == []
+    diagnosed = re.search(r"^# diagnosed: (.+)$", path.read_text(), re.M)
+    if diagnosed:
+        assert result["status"] == "graded", f"{path.name} must be graded to show its diagnosis"
+        named = {b["id"] for b in result.get("bugs") or ()}
+        assert set(diagnosed.group(1).split()) <= named, f"the result names {sorted(named)}"
     outcome["outcome"] = "held"

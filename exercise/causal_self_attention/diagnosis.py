@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from exercise.causal_self_attention import mistakes, reference
+from exercise.causal_self_attention import mistakes, reference, scan
 from exercise.causal_self_attention.catalog import CATALOG
 from exercise.causal_self_attention.checks import (DTYPES, TOLERANCE, _ranges, finite_difference_jvps,
                                                    gradient_agrees, random_input)
 from sandbox.proxy import StudentCodeError, WorkerFailure
 
 DIM, HEADS = 24, 4          # head_dim 6 != sqrt(24): scale mistakes stay apart; 4 heads show head bugs
-FORBIDDEN = "torch.nn.functional.multi_head_attention_forward"
 # A model matches the student's output to these bounds, and an output is wrong for the diagnosis
 # beyond them: three orders of magnitude above float rounding (scores shifted by -1e9 keep only about
 # 1e-7 of their digits in float64), and still three below the smallest difference between two
@@ -544,55 +543,34 @@ def _devices(student, found: Diagnosis, *_):
             return
 
 
-FORBIDDEN_NAMES = ("MultiheadAttention", "multi_head_attention_forward", "_native_multi_head_attention")
+FORBIDDEN_NAMES = ("MultiheadAttention", "multi_head_attention_forward", "_native_multi_head_attention",
+                   "_transformer_encoder_layer_fwd")
 
 
 def _forbidden(student, found: Diagnosis, source_lines, locate):
-    """Two signs, either enough: the class's own code names a forbidden built-in (read by the
-    harness, so the student cannot hide it at run time), or the worker counted a call to it."""
-    line = _line_naming(source_lines, FORBIDDEN_NAMES, inside_class=student.entry.class_name)
-    if line is not None:
-        found.add("uses_forbidden_builtin", None, f"your class uses it at {locate(line)}")
-        return
-    calls = student.calls_to_watched().get(FORBIDDEN, 0)
-    if calls:
-        found.add("uses_forbidden_builtin", None, f"F.multi_head_attention_forward ran {calls} times during the probes")
-
-
-def _line_naming(source_lines: list[str], names, *, inside_class: str) -> int | None:
-    """The first line of the code `class inside_class` can reach that names one of `names`: the
-    class itself, and the module-level functions, classes and assignments it refers to, followed
-    from name to name. A self-test elsewhere in the file may compare with nn.MultiheadAttention:
-    that is allowed, as long as the class does not reach it."""
+    """Two signs, either enough: the code the class can reach names a forbidden built-in (read
+    by the harness from the bytes Python compiled, so the student cannot hide it at run time;
+    scan.py), or the worker counted a call to one (watch.py, so no text trick hides it). A source
+    the scan cannot read is a finding too: the check must never pass by silence."""
     try:
-        tree = ast.parse("\n".join(source_lines))
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    defined: dict[str, list[ast.AST]] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.setdefault(node.name, []).append(node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        defined.setdefault(name.id, []).append(node)
-    todo = list(defined.get(inside_class, []))
-    seen: set[int] = set()
-    hits = []
-    while todo:
-        top = todo.pop()
-        if id(top) in seen:
-            continue
-        seen.add(id(top))
-        for node in ast.walk(top):
-            named = getattr(node, "attr", None) or getattr(node, "id", None)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                named = node.value  # getattr(F, "multi_head_attention_forward")
-            if named in names:
-                hits.append(node.lineno)
-            if isinstance(node, ast.Name):
-                todo += defined.get(node.id, [])
-    return min(hits) if hits else None
+        hit = scan.find_forbidden(student.source, FORBIDDEN_NAMES, inside_class=student.entry.class_name)
+    except scan.ScanError as err:
+        found.add("uses_forbidden_builtin", "unscannable",
+                  f"the grader could not read your source to check that your class does not use "
+                  f"nn.MultiheadAttention ({err})")
+        return
+    if hit is not None:
+        found.add("uses_forbidden_builtin", None, f"your class uses {hit.what} at {locate(hit.line)}")
+        return
+    evidence = forbidden_at_run_time(student)
+    if evidence:
+        found.add("uses_forbidden_builtin", "at_run_time", evidence)
 
+
+def forbidden_at_run_time(student) -> str | None:
+    """What the workers counted so far (every call of every test; see sandbox/watch.py), or None."""
+    counts = student.calls_to_watched()
+    calls = [f"{path.rsplit('.', 1)[-1]} ran {n} times" for path, n in counts.items() if path != "tampering" and n]
+    if counts.get("tampering"):
+        calls.append(f"your code tried {counts['tampering']} times to get around the grader's count of these calls")
+    return "during the grade, " + "; ".join(calls) if calls else None
