@@ -301,6 +301,8 @@ def _fit(o: Observed, mistake, grid) -> float | None:
         value += step
         if abs(step) <= 1e-13 * max(abs(value), 1e-12):
             break
+    if mistake == ("wrong_scale", "factor") and not abs(value) > 1e-6:
+        return None  # scores multiplied by 0 are not used at all: that is not a scale
     return value if math.isfinite(value) else None
 
 

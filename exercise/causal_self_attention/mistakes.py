@@ -47,7 +47,7 @@ PAIRS: list[tuple[Mistake, Mistake]] = [
 PADDING_ONLY = {m for m in SLOTS["padding"]}  # invisible without a mask
 # Fitted singles: (mistake, grid of starting values for the fit).
 FITTED: list[tuple[Mistake, tuple[float, ...]]] = [
-    (("wrong_scale", "factor"), (0.0,) + tuple(10 ** (k / 4) for k in range(-12, 13))),
+    (("wrong_scale", "factor"), tuple(10 ** (k / 4) for k in range(-12, 13))),
     (("mask_fill_not_neg_inf", "value"), (-1e4, -1e3, -300, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10, 100)),
     (("mask_fill_not_neg_inf", "causal_value"), (-1e4, -1e3, -300, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10)),
 ]
