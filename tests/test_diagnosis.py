@@ -13,15 +13,27 @@ def declared(path) -> set[str]:
     return {i.strip() for i in first.removeprefix("# bug:").split(",") if i.strip() not in ("", "trivial")}
 
 
-def test_every_catalog_id_has_two_realizations():
+def test_the_corpus_is_large_enough():
     from exercise.causal_self_attention.catalog import CATALOG
     counts = {bug_id: sum(bug_id in declared(p) for p in BUGGY if not p.name.startswith("pair__"))
               for bug_id in CATALOG}
-    assert {k: v for k, v in counts.items() if v < 2} == {}
+    assert {k: v for k, v in counts.items() if v < 3} == {}
     assert sum(p.name.startswith("pair__") for p in BUGGY) >= 3
+    assert len(UNKNOWN) >= 15
+    assert len(list((SUBMISSIONS / "correct").iterdir())) >= 31
 
 
-@pytest.mark.parametrize("path", BUGGY, ids=[p.name for p in BUGGY])
+# Realizations the diagnosis does not name, and why: an honest "no known mistake" note, never a guess.
+UNNAMED = {
+    "no_causal_mask__chunked_last_chunk.py": "only positions 32..38 of T = 40 see the future, which a "
+                                             "mask built for 32 positions reproduces as well: two names fit",
+    "padding_inverted__additive_loop.py": "a -1e9 penalty added to scores in float32 wipes out the real "
+                                          "keys' scores, which no model reproduces",
+}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=UNNAMED[p.name]))
+                                  if p.name in UNNAMED else p for p in BUGGY], ids=[p.name for p in BUGGY])
 def test_realization_is_diagnosed_exactly(corpus_graded, path):
     result = corpus_graded[f"buggy/{path.name}"].result
     assert result["status"] == "graded"

@@ -44,7 +44,10 @@ EXPECTED = {
     "wrong_layers__no_bias": ((LAYERS, MHA, PARAMS), (SHAPE,) + CAUSALITY),
     "nondeterministic_dropout__functional": ((MHA, WORKED), INTERFACE),
     "nondeterministic_dropout__sdpa_dropout_p": ((MHA, WORKED), INTERFACE),
-    "fixed_max_length": ((MHA, PAD_MHA), INTERFACE + (WORKED, ALL_TRUE, PAD_LEAK) + CAUSALITY + (PARAMS,)),
+    # T = 40 runs in the worked example, the padding properties and the perturbation check too.
+    "fixed_max_length": ((MHA, PAD_MHA, WORKED), INTERFACE + (AUTOGRAD, PARAMS)),
+    # Only the last block of 16 queries sees the future: T > 16, which the Jacobian (T <= 12) never reaches.
+    "no_causal_mask__chunked_last_chunk": ((WORKED, MHA, PERTURB), INTERFACE + (AUTOGRAD, PARAMS)),
     "breaks_autograd": ((AUTOGRAD,), tuple(g for g in EVERYTHING if g != AUTOGRAD)),
     "pair__qkv_order__padding_ignored": ((MHA, PAD_MHA), INTERFACE + CAUSALITY + (PARAMS,)),
     "pair__wrong_scale__mask_after_softmax": ((WORKED, MHA, AUTOGRAD, PERTURB), INTERFACE + (PARAMS,)),
