@@ -45,27 +45,24 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
     return _with_feedback(result)
 
 
-# Top-level folders of the system itself: never hidden, the worker's Python and libraries live there.
+# Top-level folders of the system itself: never hidden, the worker's libraries live there.
 _SYSTEM = {"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "opt", "proc", "sys", "dev", "run",
            "var", "boot", "snap", "nix"}
 
 
 def private_places(path: Path) -> tuple[str, ...]:
-    """The user's folders the student's code may not read, though the worker's user could: the
-    folder the submission was graded from (where a classmate's file or a results folder may lie),
-    the working folder and the home folder. The worker still reads Python's installation within
-    them (sandbox.confine keeps it), but no folder of the system itself is ever listed here."""
-    places = {path.absolute().parent, path.resolve().parent, Path.cwd()}
+    """The places the student's code may not read though the worker's user could: every top-level
+    folder that is not the system's own (homes, /work, /srv, mounts: where classmates' files,
+    results and the user's projects lie), and the folder the submission was graded from and the
+    working folder wherever they are. The worker still reads Python's installation and the
+    sandbox package within them (sandbox.confine keeps those)."""
     try:
-        places.add(Path.home())
-    except (KeyError, RuntimeError):  # no home folder for this user
-        pass
-    kept = []
-    for place in sorted(places):
-        parts = Path(os.path.realpath(place)).parts
-        if len(parts) > 1 and parts[1] not in _SYSTEM:
-            kept.append(str(place))
-    return tuple(kept)
+        top = [os.path.join("/", name) for name in os.listdir("/") if name not in _SYSTEM]
+    except OSError:
+        top = []
+    places = {*top, str(path.absolute().parent), str(path.resolve().parent), os.getcwd()}
+    return tuple(sorted(p for p in places
+                        if len(Path(p).parts) > 1 and not (len(Path(p).parts) == 2 and Path(p).parts[1] in _SYSTEM)))
 
 
 def rejected_result(path: Path, message: str, *, exercise: str, sandbox: str,
