@@ -256,10 +256,10 @@ class Batch:
 
     def _grade(self, unit: Unit, sandbox) -> GradeResult:
         """The unit's result; whatever goes wrong becomes a result of status error."""
-        if unit.path is None:
-            return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
-                                           sandbox=self.sandbox)
         try:
+            if unit.path is None:
+                return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
+                                               sandbox=self.sandbox)
             if hasattr(sandbox, "start"):
                 sandbox.start()  # a warm sandbox's start is not this submission's grading time
             # The class's other files and results stay out of the student's sight.

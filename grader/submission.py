@@ -54,7 +54,7 @@ def read_bytes(path: Path) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:
         raise SubmissionRejected("unreadable", f"cannot read {path}: {err.strerror}") from err
-    with os.fdopen(fd, "rb") as f:
+    try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise SubmissionRejected("unreadable", f"{path} is a folder, not a file")
@@ -62,10 +62,12 @@ def read_bytes(path: Path) -> bytes:
             raise SubmissionRejected("unreadable", f"{path} is not a regular file")
         if info.st_size > limit:
             raise _too_large(info.st_size, limit, what)
-        try:
+        with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(limit + 1)
-        except OSError as err:
-            raise SubmissionRejected("unreadable", f"cannot read {path}: {err.strerror}") from err
+    except OSError as err:
+        raise SubmissionRejected("unreadable", f"cannot read {path}: {err.strerror}") from err
+    finally:
+        os.close(fd)
     if len(data) > limit:  # it grew while being read
         raise _too_large(len(data), limit, what)
     return data
