@@ -73,10 +73,18 @@ def hostile_class(folder: Path) -> dict[str, str]:
             "slow.py": "rejected"}
 
 
+@pytest.fixture
+def class_folder(tmp_path):
+    """The hostile class folder, removed after the test: pytest's own clean-up of old temp folders
+    recurses, and 1,200 levels would stop every later session's start."""
+    yield tmp_path / "class"
+    subprocess.run(["rm", "-rf", str(tmp_path / "class")], check=False)
+
+
 @pytest.mark.parametrize("sandbox", SANDBOXES)
-def test_a_hostile_class_gives_each_entry_its_own_row_and_grades_the_rest(tmp_path, sandbox):
-    expected = hostile_class(tmp_path / "class")
-    run = batch(tmp_path / "class", tmp_path / "out", "--jobs", "2", "--sandbox", sandbox, timeout=900)
+def test_a_hostile_class_gives_each_entry_its_own_row_and_grades_the_rest(tmp_path, class_folder, sandbox):
+    expected = hostile_class(class_folder)
+    run = batch(class_folder, tmp_path / "out", "--jobs", "2", "--sandbox", sandbox, timeout=900)
     assert run.exit_code == 0, run.output[-3000:]
     assert "Traceback" not in run.output
     index = run.index()
