@@ -15,6 +15,9 @@ from grader.result import GradeResult, Status
 from grader.scoring import ReportError, result_from_report
 
 DEFAULT_SANDBOX = "local"
+# Sandboxes with a file system of their own, where none of this machine's folders exist (and their
+# own /work is the scratch folder): the host's private places mean nothing there.
+CONTAINED = ("docker",)
 
 
 def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
@@ -24,7 +27,8 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
     `backend`: a sandbox already running (a batch's warm one), else a new one named `sandbox`;
     `hidden`: more paths the student's code may not read (a batch's other submissions)."""
     started = time.monotonic()
-    hidden = (*hidden, *private_places(path))
+    if sandbox not in CONTAINED:
+        hidden = (*hidden, *private_places(path))
     ex = exercises.get(exercise)
     limits = ex.limits if wall_s is None else dataclasses.replace(ex.limits, wall_s=wall_s)
     backend = backend or backends.get(sandbox)
