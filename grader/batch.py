@@ -270,7 +270,8 @@ class Batch:
             message = failure.message if isinstance(failure, SandboxFailure) else str(failure)
         except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, not the batch)
             message = f"internal error: {type(err).__name__}: {err}"
-        return grading.error_result(unit.path, message, exercise=self.exercise, sandbox=self.sandbox)
+        return grading.error_result(unit.path or self.folder / unit.key, message, exercise=self.exercise,
+                                    sandbox=self.sandbox)
 
     def _record(self, unit: Unit, result: GradeResult, index: dict) -> None:
         """Write the result, then the index that points to it: an interrupt never leaves an index
