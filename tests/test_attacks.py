@@ -177,11 +177,11 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
     assert graded.exit_code == 0 and result.get("status") in ("graded", "rejected"), \
         f"no result: exit {graded.exit_code}\n{graded.terminal[-3000:]}"
     assert result["score"] <= ceiling + 1e-6, f"scored {result['score']} above its honest {ceiling}"
+    assert not raw_text(result, graded.terminal), f"raw student text reached the output: {raw_text(result, graded.terminal)}"
+    assert not [n for n in result.get("notes", []) if "FORGED" in n], f"forged notes shown: {result['notes']}"
     assert graded.seconds < TIME_LIMIT_S
     assert not after_procs, f"left running: {after_procs}"
     assert not changed, f"files changed outside the sandbox: {changed}"
-    assert not raw_text(result, graded.terminal), f"raw student text reached the output: {raw_text(result, graded.terminal)}"
-    assert not [n for n in result.get("notes", []) if "FORGED" in n], f"forged notes shown: {result['notes']}"
     if sandbox == "docker":
         assert docker_leftovers() == []
     outcome["outcome"] = "held"
