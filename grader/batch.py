@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import queue
 import re
 import threading
@@ -28,7 +29,8 @@ from pathlib import Path
 
 import exercise as exercises
 import sandbox.backend as backends
-from grader import __version__, classreport, formats, grading
+from grader import __version__, classreport, formats, grading, text
+from grader import submission as submissions
 from grader.errors import SandboxFailure, SubmissionRejected
 from grader.result import GradeResult, Status
 
@@ -46,34 +48,49 @@ class Unit:
     def grading_key(self, setting: str) -> str:
         """The hash of what is graded and of `setting` (how: see Batch.setting)."""
         digest = hashlib.sha256(self.content)
-        digest.update(f"\0{setting}\0{self.rejection}".encode())
+        digest.update(f"\0{setting}\0{self.rejection}".encode(errors="surrogatepass"))
         return digest.hexdigest()
 
 
 def discover(folder: Path, exercise: str) -> list[Unit]:
-    """The submissions in `folder`, by name; hidden entries and __pycache__ are skipped."""
+    """The submissions in `folder`, by name; hidden entries and __pycache__ are skipped. Whatever
+    an entry is (a link, a huge or unreadable file, a folder nested too deep, a name that is not
+    UTF-8), it is that submission's unit, never the end of the batch."""
     units = []
-    for entry in sorted(folder.iterdir()):
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         if entry.name.startswith((".", "__")):
             continue
-        if entry.is_file() and entry.suffix in grading.SUBMISSION_SUFFIXES:
-            units.append(Unit(entry.name, entry, content=_read(entry)))
-        elif entry.is_dir():
-            try:
-                path = grading.find_submission(entry, exercise=exercise)
-            except SubmissionRejected as rejected:
-                listing = "\n".join(sorted(str(p.relative_to(entry)) for p in entry.rglob("*")))
-                units.append(Unit(entry.name, None, rejected.message, listing.encode()))
-            else:
-                units.append(Unit(entry.name, path, content=_read(path)))
+        try:
+            unit = _unit(folder / entry.name, entry, exercise)
+        except Exception as err:  # noqa: BLE001  (one entry, however broken, costs only its own row)
+            unit = Unit(entry.name, None, f"{entry.name} cannot be read: {type(err).__name__}")
+        if unit is not None:
+            units.append(unit)
     return units
 
 
-def _read(path: Path) -> bytes:
+def _unit(path: Path, entry: os.DirEntry, exercise: str) -> Unit | None:
+    """The unit of one entry of the batch folder; None for a file that is no submission (notes, data)."""
+    if entry.is_symlink():  # never followed: it may point at a classmate's file or anywhere else
+        if path.suffix not in grading.SUBMISSION_SUFFIXES and not path.is_dir():
+            return None
+        return Unit(entry.name, None, f"{entry.name} is a link, not a file: upload the file itself")
+    if entry.is_dir(follow_symlinks=False):
+        try:
+            found = grading.find_submission(path, exercise=exercise)
+            return Unit(entry.name, found, content=submissions.read_bytes(found))
+        except SubmissionRejected as rejected:
+            try:
+                listing = "\n".join(sorted(str(p.relative_to(path)) for p in grading.upload_files(path)))
+            except SubmissionRejected:
+                listing = ""
+            return Unit(entry.name, None, rejected.message, listing.encode(errors="surrogateescape"))
+    if path.suffix not in grading.SUBMISSION_SUFFIXES:
+        return None
     try:
-        return path.read_bytes()
-    except OSError:
-        return b""
+        return Unit(entry.name, path, content=submissions.read_bytes(path))
+    except SubmissionRejected as rejected:
+        return Unit(entry.name, None, rejected.message)
 
 
 @dataclass
@@ -195,7 +212,13 @@ class Batch:
                 if self._stop.is_set():
                     return  # interrupted mid-grade: this result is not trusted, and not recorded
                 try:
-                    self._record(unit, result, index)
+                    try:
+                        self._record(unit, result, index)
+                    except (ValueError, TypeError) as err:  # a grader bug: that submission's error, not the slot's end
+                        result = grading.error_result(self.folder / unit.key, f"internal error: the result could not "
+                                                      f"be recorded ({type(err).__name__})", exercise=self.exercise,
+                                                      sandbox=self.sandbox)
+                        self._record(unit, result, index)
                 except OSError as err:  # the output folder broke (disk full, removed): stop, keep the rest
                     outcome.failure = f"cannot record a result in {self.out}: {err.strerror or err}"
                     self._stop.set()
@@ -233,10 +256,10 @@ class Batch:
 
     def _grade(self, unit: Unit, sandbox) -> GradeResult:
         """The unit's result; whatever goes wrong becomes a result of status error."""
-        if unit.path is None:
-            return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
-                                           sandbox=self.sandbox)
         try:
+            if unit.path is None:
+                return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
+                                               sandbox=self.sandbox)
             if hasattr(sandbox, "start"):
                 sandbox.start()  # a warm sandbox's start is not this submission's grading time
             # The class's other files and results stay out of the student's sight.
@@ -247,7 +270,8 @@ class Batch:
             message = failure.message if isinstance(failure, SandboxFailure) else str(failure)
         except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, not the batch)
             message = f"internal error: {type(err).__name__}: {err}"
-        return grading.error_result(unit.path, message, exercise=self.exercise, sandbox=self.sandbox)
+        return grading.error_result(unit.path or self.folder / unit.key, message, exercise=self.exercise,
+                                    sandbox=self.sandbox)
 
     def _record(self, unit: Unit, result: GradeResult, index: dict) -> None:
         """Write the result, then the index that points to it: an interrupt never leaves an index
@@ -277,7 +301,7 @@ class Batch:
             except (OSError, ValueError, KeyError):
                 continue
             rows.append(classreport.Row(
-                submission=unit.key, status=str(result.get("status")), score=result.get("score"),
+                submission=text.safe(unit.key, one_line=True), status=str(result.get("status")), score=result.get("score"),
                 max_score=float(result.get("max_score") or 0), duration_s=float(result.get("duration_s") or 0),
                 bug_ids=tuple(b.get("id", "") for b in result.get("bugs") or () if isinstance(b, dict)),
                 result=result, result_file=entry["result_file"]))
@@ -293,4 +317,4 @@ class Batch:
 def _safe_name(key: str) -> str:
     """A file name for a submission key: readable, and unique even where two keys read alike."""
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", key)[:80].strip("._") or "submission"
-    return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+    return f"{readable}-{hashlib.sha256(os.fsencode(key)).hexdigest()[:8]}"

@@ -29,7 +29,9 @@ BINS = 10
 TOP_GROUPS = 10
 MAX_MESSAGE = 500                   # characters of a rejection/error message shown in the HTML
 
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# A formula starts a cell: at the start of the text, or after any character a spreadsheet may split
+# a CSV line at, depending on its locale or the user's choice (comma, semicolon, tab, pipe, ...).
+_FORMULA_CELL = re.compile(r"(^|[,;\t|\r\n])(?=[=+\-@\t\r])")
 _PARAMS = re.compile(r"\s*\[[^\]]*\]\s*$")
 _EPS = 1e-9
 
@@ -115,8 +117,9 @@ def write_gradebook(rows: list[Row], path: str | os.PathLike) -> None:
 
 
 def _guard_formula(text: str) -> str:
-    """A cell a spreadsheet would run as a formula gets a leading apostrophe."""
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    """Every place a spreadsheet could start a formula gets an apostrophe: at the start, and after
+    each separator a locale may split at (`x;=1+1;.py` read with `;` becomes `x`, `'=1+1`, `.py`)."""
+    return _FORMULA_CELL.sub(lambda m: m.group(1) + "'", text)
 
 
 # -------------------------------------------------------------------------------------------- summary

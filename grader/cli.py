@@ -11,7 +11,7 @@ from rich.text import Text
 
 import exercise as exercises
 import sandbox.backend as backends
-from grader import __version__, formats, grading, platforms, render
+from grader import __version__, formats, grading, platforms, render, text
 from grader.errors import SandboxFailure, SubmissionRejected
 from grader.result import GradeResult, Status
 
@@ -102,7 +102,7 @@ def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | Non
         return grading.grade_file(path, exercise=exercise_name, sandbox=sandbox, wall_s=time_limit)
     except SandboxFailure as failure:
         if failure.log and console is not None:
-            console.print(Text(failure.log[-2000:], style="dim"))
+            console.print(Text(text.safe(failure.log[-2000:]), style="dim"))
         return grading.error_result(path, failure.message, exercise=exercise_name, sandbox=sandbox)
 
 
@@ -264,11 +264,11 @@ def list_exercises():
         click.echo(f"{name}\t{ex.title} (version {ex.version})")
 
 
-def _write(text: str, out: str) -> None:
+def _write(document: str, out: str) -> None:
     if out == "-":
-        click.echo(text)
+        click.echo(document)
         return
     try:
-        Path(out).write_text(text + "\n")
+        Path(out).write_text(document + "\n", encoding="utf-8")
     except OSError as err:
         raise click.FileError(out, err.strerror) from err

@@ -2,16 +2,17 @@
 
 The rules each function follows are the platform's, as written down in the project's research notes:
 Gradescope's `results.json` (autograder specs) and PrairieLearn's external grader `results.json`.
-Text from the student's run may hold anything, so every string is cleaned of control characters and
-bounded, and the whole file is kept under the platform's size limit.
+Text from the student's run may hold anything: the result's text is already cleaned (grader.text,
+when the result is made); here every string is bounded, and the whole file is kept under the
+platform's size limit.
 """
 from __future__ import annotations
 
 import json
-import re
 
 from grader import render
 from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility
+from grader.text import safe
 
 FORMATS = ("native", "gradescope", "prairielearn")
 
@@ -21,9 +22,6 @@ MAX_OUTPUT = 60_000               # characters of the whole-submission text
 
 GRADER_FAILED = ("The grader itself failed while grading this submission; this is not a verdict on "
                  "your code, and no score was recorded. Your instructor can regrade it.")
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\x1b\[[0-9;?]*[A-Za-z]")
-
 
 def to_format(result: GradeResult, name: str) -> dict:
     """The result as the JSON document of format `name` (one of FORMATS)."""
@@ -154,7 +152,7 @@ def _extra(result: GradeResult) -> dict:
 
 
 def _clean(text: str, limit: int) -> str:
-    text = _CONTROL.sub("", text or "")
+    text = safe(text or "")  # the result's own text is clean already; the shrinking cuts any string
     if len(text) > limit:
         text = text[:limit - 40] + f"\n... ({len(text) - limit + 40} more characters cut)"
     return text

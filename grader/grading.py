@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from grader.result import GradeResult, Status
 from grader.scoring import ReportError, result_from_report
 
 DEFAULT_SANDBOX = "local"
+# Sandboxes with a file system of their own, where none of this machine's folders exist (and their
+# own /work is the scratch folder): the host's private places mean nothing there.
+CONTAINED = ("docker",)
 
 
 def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
@@ -23,6 +27,8 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
     `backend`: a sandbox already running (a batch's warm one), else a new one named `sandbox`;
     `hidden`: more paths the student's code may not read (a batch's other submissions)."""
     started = time.monotonic()
+    if sandbox not in CONTAINED:
+        hidden = (*hidden, *private_places(path))
     ex = exercises.get(exercise)
     limits = ex.limits if wall_s is None else dataclasses.replace(ex.limits, wall_s=wall_s)
     backend = backend or backends.get(sandbox)
@@ -41,6 +47,26 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
     except ReportError as err:
         raise SandboxFailure(f"the harness's report is malformed: {err}", log=run.log_tail) from err
     return _with_feedback(result)
+
+
+# Top-level folders of the system itself: never hidden, the worker's libraries live there.
+_SYSTEM = {"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "opt", "proc", "sys", "dev", "run",
+           "var", "boot", "snap", "nix"}
+
+
+def private_places(path: Path) -> tuple[str, ...]:
+    """The places the student's code may not read though the worker's user could: every top-level
+    folder that is not the system's own (homes, /work, /srv, mounts: where classmates' files,
+    results and the user's projects lie), and the folder the submission was graded from and the
+    working folder wherever they are. The worker still reads Python's installation and the
+    sandbox package within them (sandbox.confine keeps those)."""
+    try:
+        top = [os.path.join("/", name) for name in os.listdir("/") if name not in _SYSTEM]
+    except OSError:
+        top = []
+    places = {*top, str(path.absolute().parent), str(path.resolve().parent), os.getcwd()}
+    return tuple(sorted(p for p in places
+                        if len(Path(p).parts) > 1 and not (len(Path(p).parts) == 2 and Path(p).parts[1] in _SYSTEM)))
 
 
 def rejected_result(path: Path, message: str, *, exercise: str, sandbox: str,
@@ -64,6 +90,8 @@ def _without_report(path: Path, status: Status, score: float | None, message: st
 
 
 SUBMISSION_SUFFIXES = (".py", ".ipynb")
+MAX_DEPTH = 16          # folders within an upload; a real project is a few deep
+MAX_ENTRIES = 10_000    # files and folders in an upload
 
 
 def find_submission(folder: Path, *, exercise: str = exercises.DEFAULT) -> Path:
@@ -72,13 +100,14 @@ def find_submission(folder: Path, *, exercise: str = exercises.DEFAULT) -> Path:
     A single .py or .ipynb is it, wherever it lies; among several, the one that defines the
     exercise's class. Raises SubmissionRejected when there is none, or no way to choose.
     """
-    candidates = sorted(p for p in folder.rglob("*") if p.suffix in SUBMISSION_SUFFIXES and p.is_file()
+    files = upload_files(folder)
+    candidates = sorted(p for p in files if p.suffix in SUBMISSION_SUFFIXES
                         and not any(part.startswith((".", "__")) for part in p.relative_to(folder).parts))
     if len(candidates) == 1:
         return candidates[0]
     listing = ", ".join(str(p.relative_to(folder)) for p in candidates[:10])
     if not candidates:
-        seen = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())[:10]
+        seen = sorted(str(p.relative_to(folder)) for p in files)[:10]
         raise SubmissionRejected("no_file", "your upload has no .py or .ipynb file"
                                  + (f" (files found: {', '.join(seen)})" if seen else " (it is empty)"))
     class_name = exercises.get(exercise).entry.class_name
@@ -90,9 +119,48 @@ def find_submission(folder: Path, *, exercise: str = exercises.DEFAULT) -> Path:
                              f"class {class_name}; upload exactly one file that does")
 
 
+def upload_files(folder: Path) -> list[Path]:
+    """The regular files of an upload, found without recursion and within bounds (MAX_DEPTH,
+    MAX_ENTRIES). A symbolic link is followed only when it stays inside the upload (a file the
+    student linked to another of their own files); a link out of it, to a classmate's file or to
+    anything else on this machine, rejects the upload, and its target is never read."""
+    root = os.path.realpath(folder)
+    found: list[Path] = []
+    pending, entries = [(folder, 0)], 0
+    while pending:
+        here, depth = pending.pop()
+        try:
+            listing = sorted(os.scandir(here), key=lambda e: e.name)
+        except OSError as err:
+            raise SubmissionRejected("unreadable", f"cannot read the folder {here.relative_to(folder) or '.'}: "
+                                     f"{err.strerror}") from err
+        for entry in listing:
+            entries += 1
+            if entries > MAX_ENTRIES:
+                raise SubmissionRejected("too_many_files", f"your upload has more than {MAX_ENTRIES:,} "
+                                         "files and folders")
+            path = here / entry.name
+            if entry.is_symlink():
+                target = os.path.realpath(path)
+                if os.path.commonpath([root, target]) != root:
+                    raise SubmissionRejected("link_outside", f"{path.relative_to(folder)} is a link that "
+                                             "points outside your upload: upload the file itself")
+                if os.path.isfile(target):
+                    found.append(path)  # a folder linked inside the upload is listed where it lies
+            elif entry.is_dir(follow_symlinks=False):
+                if depth + 1 > MAX_DEPTH:
+                    raise SubmissionRejected("too_deep", f"your upload has folders nested more than "
+                                             f"{MAX_DEPTH} deep ({path.relative_to(folder).parts[0]}/...)")
+                pending.append((path, depth + 1))
+            elif entry.is_file(follow_symlinks=False):
+                found.append(path)
+    return found
+
+
 def _defines(path: Path, class_name: str) -> bool:
     try:
-        return f"class {class_name}".encode() in path.read_bytes()[:5_000_000]
+        with open(path, "rb") as f:
+            return f"class {class_name}".encode() in f.read(5_000_000)
     except OSError:
         return False
 
@@ -114,8 +182,12 @@ def _with_feedback(result: GradeResult) -> GradeResult:
 
 
 def _sha256_or_empty(path: Path) -> str:
+    """The file's hash when it is one that could be graded (a regular file within the size limits,
+    reached by no link); else empty."""
     import hashlib
+    if path.is_symlink():
+        return ""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(submissions.read_bytes(path)).hexdigest()
+    except SubmissionRejected:
         return ""

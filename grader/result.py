@@ -5,7 +5,32 @@ import dataclasses
 import enum
 from dataclasses import dataclass, field
 
+from grader.text import safe
+
 SCHEMA = 1
+
+
+def _sanitised(obj, one_line: tuple[str, ...]) -> None:
+    """Pass every text field of a result's part through the one sanitiser as it is made, so that no
+    output (terminal, JSON, CSV, HTML, platforms) can receive what a student's run or file name
+    put there raw. `one_line`: the fields shown as names or titles."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        cleaned = _clean(value, f.name in one_line)
+        if cleaned is not value:
+            object.__setattr__(obj, f.name, cleaned)
+
+
+def _clean(value, one_line: bool):
+    if isinstance(value, enum.Enum):  # statuses: str-valued, but the grader's own
+        return value
+    if isinstance(value, str):
+        return safe(value, one_line=one_line)
+    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+        return tuple(safe(v, one_line=one_line) for v in value)
+    if isinstance(value, dict):
+        return {safe(k, one_line=True): _clean(v, True) for k, v in value.items()}
+    return value
 
 
 class Status(str, enum.Enum):
@@ -41,6 +66,9 @@ class Bug:
     advice: bool = False        # worth no points unless an instructor weights it
     affects: tuple[str, ...] = ()  # the test groups whose points it costs
 
+    def __post_init__(self):
+        _sanitised(self, ("id", "title", "variant", "affects"))
+
     def to_dict(self) -> dict:
         d = {"id": self.id, "title": self.title, "explanation": self.explanation, "fix": self.fix,
              "evidence": self.evidence, "advice": self.advice}
@@ -62,6 +90,9 @@ class TestResult:
     feedback: str = ""
     bugs: tuple[str, ...] = ()
     visibility: Visibility = Visibility.VISIBLE
+
+    def __post_init__(self):
+        _sanitised(self, ("id", "name", "group", "group_title", "bugs"))
 
     @property
     def function(self) -> str:
@@ -103,6 +134,9 @@ class GradeResult:
     environment: dict = field(default_factory=dict)
     feedback: str = ""           # the readable text, as shown on the terminal
     withheld: str = ""           # in a visible part: what is not shown (hidden tests)
+
+    def __post_init__(self):
+        _sanitised(self, ("exercise", "submission_name", "submission_sha256"))
 
     def groups(self) -> list[Group]:
         order: dict[str, list[TestResult]] = {}

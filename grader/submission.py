@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import hashlib
-import warnings
+import json
+import os
+import stat
+import subprocess
+import sys
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +16,7 @@ from sandbox.source import CellSpan, LineMap
 
 MAX_SOURCE_BYTES = 512 * 1024       # far above any honest solution (about 2 KB)
 MAX_NOTEBOOK_BYTES = 16 * 1024 * 1024  # notebooks carry outputs and images
+COMPILE_S = 10                      # an honest file compiles in milliseconds, the largest allowed in < 1 s
 
 
 @dataclass(frozen=True)
@@ -28,16 +34,9 @@ class Submission:
 
 def read(path: Path) -> Submission:
     """Read and check a submission; raises SubmissionRejected with a precise reason."""
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError as err:
-        raise SubmissionRejected("unreadable", f"{path} is a folder, not a file") from err
-    except OSError as err:
-        raise SubmissionRejected("unreadable", f"cannot read {path}: {err.strerror}") from err
+    data = read_bytes(path)
     digest = hashlib.sha256(data).hexdigest()
     if path.suffix == ".ipynb":
-        if len(data) > MAX_NOTEBOOK_BYTES:
-            raise _too_large(len(data), MAX_NOTEBOOK_BYTES, "notebook")
         script, line_map = notebook_script(data)
     else:
         script, line_map = data, LineMap()
@@ -47,41 +46,105 @@ def read(path: Path) -> Submission:
     return Submission(path.name, digest, script, line_map)
 
 
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, read only when it is a regular file within the size limit of its kind: a
+    sparse file of hundreds of gigabytes, a FIFO or a device is refused before anything is read."""
+    limit, what = (MAX_NOTEBOOK_BYTES, "notebook") if path.suffix == ".ipynb" else (MAX_SOURCE_BYTES, "source")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise SubmissionRejected("unreadable", f"cannot read {path}: {err.strerror}") from err
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise SubmissionRejected("unreadable", f"{path} is a folder, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise SubmissionRejected("unreadable", f"{path} is not a regular file")
+        if info.st_size > limit:
+            raise _too_large(info.st_size, limit, what)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    except OSError as err:
+        raise SubmissionRejected("unreadable", f"cannot read {path}: {err.strerror}") from err
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # it grew while being read
+        raise _too_large(len(data), limit, what)
+    return data
+
+
 def _too_large(size: int, limit: int, what: str) -> SubmissionRejected:
     return SubmissionRejected("too_large", f"the {what} is {size:,} bytes; the limit is {limit:,} bytes")
 
 
+# Run by a child Python: CPython's compiler takes quadratic time (or more) on some sources, and a
+# compile in this process could not be stopped. The child reports how compile() ended as JSON.
+_COMPILE_CHILD = """
+import json, resource, sys, warnings
+resource.setrlimit(resource.RLIMIT_CPU, ({cpu}, {cpu}))
+resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))
+source = sys.stdin.buffer.read()
+try:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. invalid escape sequences: CPython accepts them
+        compile(source, "submission.py", "exec", dont_inherit=True)
+    ended = {{"ok": True}}
+except SyntaxError as err:
+    ended = {{"type": "SyntaxError", "msg": str(err.msg), "lineno": err.lineno, "text": err.text,
+             "decode": isinstance(err.__cause__, UnicodeDecodeError)}}
+except ValueError as err:  # "source code string cannot contain null bytes" (Python 3.11)
+    ended = {{"type": "ValueError", "msg": str(err)}}
+except (MemoryError, RecursionError) as err:
+    ended = {{"type": type(err).__name__}}
+sys.stdout.write(json.dumps(ended))
+"""
+
+
 def check_compiles(script: bytes, line_map: LineMap) -> None:
-    """Compile (never run) the script exactly as CPython would import it."""
+    """Compile (never run) the script exactly as CPython would import it, in a child Python
+    bounded in time and memory."""
     if not script.strip():
         raise SubmissionRejected("empty", "the submission is empty: it must define class CausalSelfAttention")
+    child = _COMPILE_CHILD.format(cpu=COMPILE_S + 1, memory=4 << 30)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. invalid escape sequences: CPython accepts them
-            compile(script, "submission.py", "exec", dont_inherit=True)
-    except SyntaxError as err:
-        line = err.lineno
-        if "null bytes" in str(err.msg):
-            raise SubmissionRejected("undecodable", "Python cannot read the file: it contains null "
-                                     "bytes (is it a binary file?)") from err
-        if isinstance(err.__cause__, UnicodeDecodeError) or "decode" in str(err.msg) or "encoding" in str(err.msg):
-            raise SubmissionRejected("undecodable", f"Python cannot decode the file: {err.msg}. Save it as "
-                                     f"UTF-8, or declare its encoding in a '# -*- coding: ... -*-' line",
-                                     line=line, where=line_map.place(line) if line else None) from err
+        ran = subprocess.run([sys.executable, "-I", "-S", "-c", child], input=script, capture_output=True,
+                             timeout=COMPILE_S)
+        ended = json.loads(ran.stdout) if ran.returncode == 0 else {"type": f"exit {ran.returncode}"}
+    except subprocess.TimeoutExpired:
+        raise SubmissionRejected("too_complex", f"Python takes more than {COMPILE_S} s to compile this "
+                                 "file (an honest solution takes milliseconds): is some statement "
+                                 "repeated tens of thousands of times?") from None
+    except ValueError:
+        ended = {"type": "no answer"}
+    if ended.get("ok"):
+        return
+    kind, message = ended.get("type"), str(ended.get("msg") or "")
+    if kind == "SyntaxError":
+        line = ended.get("lineno") if isinstance(ended.get("lineno"), int) else None
         where = line_map.place(line) if line else None
-        text = (err.text or "").rstrip()
-        detail = f"\n    {text.strip()}" if text else ""
-        raise SubmissionRejected("syntax_error", f"syntax error at {where}: {err.msg}{detail}",
-                                 line=line, where=where) from err
-    except ValueError as err:  # "source code string cannot contain null bytes" (Python 3.11)
-        raise SubmissionRejected("undecodable", f"Python cannot read the file: {err}") from err
-    except (MemoryError, RecursionError) as err:  # CPython's parser gives up on absurd nesting
-        raise SubmissionRejected("too_complex", f"Python's parser gives up on this file "
-                                 f"({type(err).__name__}): is an expression nested thousands deep?") from err
+        if "null bytes" in message:
+            raise SubmissionRejected("undecodable", "Python cannot read the file: it contains null "
+                                     "bytes (is it a binary file?)")
+        if ended.get("decode") or "decode" in message or "encoding" in message:
+            raise SubmissionRejected("undecodable", f"Python cannot decode the file: {message}. Save it as "
+                                     f"UTF-8, or declare its encoding in a '# -*- coding: ... -*-' line",
+                                     line=line, where=where)
+        text = str(ended.get("text") or "").strip()
+        text = text if len(text) <= 200 else text[:200] + " ..."
+        detail = f"\n    {text}" if text else ""
+        raise SubmissionRejected("syntax_error", f"syntax error at {where}: {message}{detail}",
+                                 line=line, where=where)
+    if kind == "ValueError":
+        raise SubmissionRejected("undecodable", f"Python cannot read the file: {message}")
+    # MemoryError, RecursionError, or a compiler that crashed or ran out of its limits
+    raise SubmissionRejected("too_complex", f"Python's parser gives up on this file ({kind}): is an "
+                             "expression nested thousands deep?")
 
 
 def notebook_script(data: bytes) -> tuple[bytes, LineMap]:
     """The code cells of a notebook as one script; IPython magics and shell lines are dropped."""
+    import warnings
+
     import nbformat
     try:
         with warnings.catch_warnings():
@@ -118,29 +181,42 @@ def _python_lines(source: str) -> list[str] | None:
 
     A line magic (%...) or shell line (!...) that starts a statement becomes `pass` at its
     indentation, so blocks stay valid and line numbers still match; a line that merely begins
-    with % or ! inside an open bracket (`(mask\n != 0)`) is Python and stays."""
+    with % or ! inside an open bracket (`(mask\n != 0)`), a string or after a backslash is Python
+    and stays. The cell is tokenised once, line by line as the lines are decided: linear time
+    whatever the number of magics."""
     lines = source.splitlines()
     if lines and lines[0].lstrip().startswith("%%"):
         return None
     out: list[str] = []
-    for line in lines:
-        stripped = line.lstrip()
-        if stripped.startswith(("%", "!")) and _at_statement_start(out):
-            out.append(line[:len(line) - len(stripped)] + "pass")
-        else:
-            out.append(line)
+    remaining = iter(lines)
+    while len(out) < len(lines):
+        try:
+            _neutralise(remaining, out)
+        except (tokenize.TokenError, SyntaxError, ValueError):
+            pass  # compile() will report the problem; the next line starts a fresh tokeniser
     return out
 
 
-def _at_statement_start(previous: list[str]) -> bool:
-    """True unless the lines so far end inside brackets or after a backslash continuation."""
-    import io
-    import tokenize
-    try:
-        for _ in tokenize.generate_tokens(io.StringIO("\n".join(previous) + "\n").readline):
-            pass
-    except tokenize.TokenError:
-        return False
-    except (SyntaxError, ValueError):  # some other problem: compile() will report it
-        return True
-    return True
+def _neutralise(lines, out: list[str]) -> None:
+    """Tokenise `lines`, appending each to `out` as the tokeniser asks for it: a magic line is
+    recognised when the tokens so far end a line outside any bracket (a NEWLINE or NL token at
+    depth 0; no such token ends a line inside a string or before a backslash continuation)."""
+    state = {"depth": 0, "start": True}
+
+    def readline() -> str:
+        line = next(lines, None)
+        if line is None:
+            return ""
+        stripped = line.lstrip()
+        if state["start"] and not state["depth"] and stripped.startswith(("%", "!")):
+            line = line[:len(line) - len(stripped)] + "pass"
+        out.append(line)
+        state["start"] = False
+        return line + "\n"
+
+    for token in tokenize.generate_tokens(readline):
+        if token.type == tokenize.OP and token.string in "([{":
+            state["depth"] += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            state["depth"] = max(0, state["depth"] - 1)
+        state["start"] = token.type in (tokenize.NEWLINE, tokenize.NL)

@@ -70,6 +70,7 @@ class _WorkerProcess:
     resp_fd: int
     output: _OutputDrain
     tally_fd: int = -1  # read end of the pipe the worker counts watched calls into (watch.py)
+    notes: list[str] = field(default_factory=list)  # what the confinement could not do (sent before the import)
 
 
 class Zygote:
@@ -301,8 +302,7 @@ class Student:
         except WorkerFailure as failure:
             self.load_result = LoadResult(False, f"import_{failure.kind}", {"message": failure.message})
             return self.load_result
-        self.load_result = LoadResult(bool(ready.get("ok")), ready.get("reason"), ready,
-                                      [str(n) for n in ready.get("notes", [])])
+        self.load_result = LoadResult(bool(ready.get("ok")), ready.get("reason"), ready, self.worker.notes)
         return self.load_result
 
     def _start(self, timeout_s: float) -> dict:
@@ -311,7 +311,13 @@ class Student:
                                    limits=self.limits, hidden=self.hidden)
         worker.output.on_flood = lambda: self.zygote.kill(worker.pid)
         self.worker = worker
-        ready = self._receive("import", min(time.monotonic() + timeout_s, self.deadline))
+        deadline = min(time.monotonic() + timeout_s, self.deadline)
+        # The first frame comes from the trusted side of the fork, before the import: the only notes taken.
+        confined = self._receive("import", deadline)
+        if not isinstance(confined, dict) or confined.get("event") != "confined":
+            self._fail("protocol", "the worker did not start as expected")
+        worker.notes = [str(n) for n in confined.get("notes") or ()]
+        ready = self._receive("import", deadline)
         if not isinstance(ready, dict) or ready.get("event") != "ready":
             self._fail("protocol", "the worker did not start as expected")
         return ready

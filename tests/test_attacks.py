@@ -9,7 +9,11 @@ sandbox it names (`# sandboxes: local docker`):
   container);
 - no file outside the sandbox's scratch space appeared or changed, in the places attacks aim at:
   the project, the installed exercise, site-packages, the home folder, the temp folder, and the
-  platforms' result folders.
+  platforms' result folders;
+- nothing the student wrote reaches the grader's screen or the result raw: no escape sequence, no
+  other C0 or C1 control character, no bidirectional override, no lone surrogate, in the terminal
+  text or any string of the result JSON; and no "Sandbox note" is one the submission forged (an
+  attack marks its forgeries FORGED).
 A file with a `# diagnosed: ID ...` line must also have each of these bug ids named in its result
 when it is graded (the delegation attacks: `uses_forbidden_builtin`).
 A file with a `# known-hole:` line is an attack the grader does not stop yet: its case is an
@@ -35,6 +39,26 @@ WATCHED = [ROOT, ROOT / "exercise" / "causal_self_attention", ROOT / "exercise" 
            Path(sysconfig.get_paths()["purelib"]), Path.home(), Path(tempfile.gettempdir()),
            Path("/autograder"), Path("/autograder/results"), Path("/grade"), Path("/grade/results"), Path("/")]
 OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container", "attack-daemon")
+# What must never reach a screen or a result file raw (written out here, not taken from the grader).
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def raw_text(result: dict | None, terminal: str) -> list[str]:
+    """The strings of the terminal text and the result that hold a character of RAW."""
+    found = [terminal] if RAW.search(terminal.replace("\r\n", "\n")) else []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(key)
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+        elif isinstance(node, str) and RAW.search(node):
+            found.append(node)
+    walk(result)
+    return [repr(text[:300]) for text in found]
 
 
 def attack_header(path: Path) -> tuple[str, list[str]]:
@@ -155,6 +179,8 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
     assert graded.exit_code == 0 and result.get("status") in ("graded", "rejected"), \
         f"no result: exit {graded.exit_code}\n{graded.terminal[-3000:]}"
     assert result["score"] <= ceiling + 1e-6, f"scored {result['score']} above its honest {ceiling}"
+    assert not raw_text(result, graded.terminal), f"raw student text reached the output: {raw_text(result, graded.terminal)}"
+    assert not [n for n in result.get("notes", []) if "FORGED" in n], f"forged notes shown: {result['notes']}"
     assert graded.seconds < TIME_LIMIT_S
     assert not after_procs, f"left running: {after_procs}"
     assert not changed, f"files changed outside the sandbox: {changed}"
