@@ -18,12 +18,14 @@ cannot be taken back, so the harness sees every call, in every test, whatever th
 - An audit hook (which Python offers no way to remove) refuses what would get around the
   counting code - reading or replacing the code or defaults of the counting functions, building
   a function from the watched function's code, re-running or recompiling the watched module,
-  tracing (which can jump over a line), the garbage collector's object lists, raw memory access
-  through ctypes or /proc/*/mem - and writes a tamper byte for each attempt.
+  tracing (which can jump over a line), the garbage collector's object lists, memory read or
+  mapped as objects through ctypes (from_address, string_at) or /proc/*/mem - and writes a tamper
+  byte for each attempt.
 
-What the student's code can still do is carry its own copy of the implementation (copied into
-the file, or rebuilt from torch's source text under another name): to the grader that is the
-student's own code.
+What the student's code can still do: carry its own copy of the implementation (copied into the
+file, or rebuilt from torch's source text under another name), which to the grader is the
+student's own code; or write into the process's memory through a foreign function called with raw
+addresses (libc's memcpy through ctypes), which could rewrite the counting code itself.
 """
 from __future__ import annotations
 
@@ -31,9 +33,10 @@ import os
 
 TAMPER = 0xFF  # the byte for an attempt to get around the count; call bytes are 1 + the index
 PLACEHOLDER = "\0sandbox.watch:tally"
+# Foreign calls themselves (ctypes.CDLL(None).shmget, say) stay allowed: submissions use them.
 GENERIC_TAMPER = frozenset({"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
-                            "gc.get_referents", "ctypes.call_function", "ctypes.cdata", "ctypes.cdata/buffer",
-                            "ctypes.string_at", "ctypes.wstring_at", "ctypes.addressof", "ctypes.dlsym"})
+                            "gc.get_referents", "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.string_at",
+                            "ctypes.wstring_at"})
 SEALED_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 
 

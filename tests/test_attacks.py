@@ -181,14 +181,14 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
     assert result["score"] <= ceiling + 1e-6, f"scored {result['score']} above its honest {ceiling}"
     assert not raw_text(result, graded.terminal), f"raw student text reached the output: {raw_text(result, graded.terminal)}"
     assert not [n for n in result.get("notes", []) if "FORGED" in n], f"forged notes shown: {result['notes']}"
-    assert graded.seconds < TIME_LIMIT_S
-    assert not after_procs, f"left running: {after_procs}"
-    assert not changed, f"files changed outside the sandbox: {changed}"
-    if sandbox == "docker":
-        assert docker_leftovers() == []
     diagnosed = re.search(r"^# diagnosed: (.+)$", path.read_text(), re.M)
     if diagnosed:
         assert result["status"] == "graded", f"{path.name} must be graded to show its diagnosis"
         named = {b["id"] for b in result.get("bugs") or ()}
         assert set(diagnosed.group(1).split()) <= named, f"the result names {sorted(named)}"
+    assert graded.seconds < TIME_LIMIT_S
+    assert not after_procs, f"left running: {after_procs}"
+    assert not changed, f"files changed outside the sandbox: {changed}"
+    if sandbox == "docker":
+        assert docker_leftovers() == []
     outcome["outcome"] = "held"
