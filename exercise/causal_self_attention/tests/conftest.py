@@ -6,6 +6,8 @@ are laid out wrongly still shows whether it is causal.
 """
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -23,7 +25,8 @@ def attention_gate(student) -> str | None:
     - the output is not an affine function of the input (softmax weights are not);
     - with the grader's weights in the stated layout, the output depends on the queries and on
       the keys (the q and the k rows of qkv), and as scores q.k do: with one of the two zero,
-      the other no longer matters. Any order of q, k, v inside the layer passes; a layer whose
+      the other no longer matters. Any order of q, k, v inside the layer (blocks in any order, or
+      interleaved per head) passes; a layer whose
       output ignores q or k does not."""
     problem = _mixes_past(student)
     if problem is None:
@@ -78,9 +81,21 @@ def _not_affine(student) -> str | None:
     return None
 
 
+def _row_layouts(dim: int, heads: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(q rows, k rows) of qkv under the stated layout first, then the other orders a layer may
+    split qkv's output in (any order of the three blocks, or q, k, v interleaved per head): a
+    layer that attends with its q, k and v in another order still attends (qkv_order costs the
+    comparison's points, not the properties')."""
+    blocks = [torch.arange(i * dim, (i + 1) * dim) for i in range(3)]
+    layouts = [(blocks[a], blocks[b]) for a, b in itertools.permutations(range(3), 2)]
+    hd = dim // heads
+    per_head = torch.arange(3 * dim).reshape(heads, 3, hd)
+    layouts.append((per_head[:, 0].flatten(), per_head[:, 1].flatten()))
+    return layouts
+
+
 def _scores_from_queries_and_keys(student) -> str | None:
     dim, heads, B, T = 24, 4, 2, 6
-    q_rows, k_rows = slice(0, dim), slice(dim, 2 * dim)
     try:
         module = student.new(dim, heads)
         if module.params.get("qkv.weight") != (3 * dim, dim):
@@ -88,37 +103,50 @@ def _scores_from_queries_and_keys(student) -> str | None:
         base = {k: v for k, v in random_weights(dim, seed=31).items()
                 if module.params.get(k) == tuple(v.shape)}
         other = random_weights(dim, seed=32)
-
-        def variant(**rows) -> dict:
-            weights = {k: v.clone() for k, v in base.items()}
-            for name, how in rows.items():
-                part = q_rows if name == "q" else k_rows
-                for key in ("qkv.weight", "qkv.bias"):
-                    if key in weights:
-                        weights[key][part] = 0 if how == "zero" else other[key][part]
-            return weights
         x = random_input(B, T, dim, seed=33)
-        outs = []
-        for weights in (variant(), variant(q="new"), variant(k="new"), variant(q="zero"),
-                        variant(q="zero", k="new"), variant(k="zero"), variant(k="zero", q="new")):
-            module.set_params(weights)
-            outs.append(module(x).double())
-        if any(tuple(o.shape) != (B, T, dim) for o in outs):
-            return f"its output has shape {tuple(outs[0].shape)} for an input of shape {(B, T, dim)}"
-        base_out, new_q, new_k, q0, q0_new_k, k0, k0_new_q = outs
-
-        def moved(a, b) -> bool:
-            return (a - b).abs().nan_to_num(nan=1.0).max().item() > GATE_CHANGE
-        if not moved(new_q, base_out):
-            return "its output does not change when only the queries change (the q rows of qkv)"
-        if not moved(new_k, base_out):
-            return "its output does not change when only the keys change (the k rows of qkv)"
-        if moved(q0_new_k, q0) and moved(k0_new_q, k0):
-            return ("its output depends on the queries and the keys, but not through scores q.k: with "
-                    "the queries all zero it still changes with the keys, and with the keys all zero "
-                    "it still changes with the queries")
+        first = None
+        for q_rows, k_rows in _row_layouts(dim, heads):
+            problem = _scores_problem(module, base, other, x, q_rows, k_rows)
+            if problem is None:
+                return None
+            first = first or problem
+        return first
     except (StudentCodeError, WorkerFailure) as err:
         return f"its forward could not be run with the grader's weights: {err}"
+
+
+def _scores_problem(module, base: dict, other: dict, x: torch.Tensor, q_rows, k_rows) -> str | None:
+    """None when, with these rows of qkv as the queries and the keys, the output follows both as
+    scores q.k do."""
+    B, T, dim = x.shape
+
+    def variant(**rows) -> dict:
+        weights = {k: v.clone() for k, v in base.items()}
+        for name, how in rows.items():
+            part = q_rows if name == "q" else k_rows
+            for key in ("qkv.weight", "qkv.bias"):
+                if key in weights:
+                    weights[key][part] = 0 if how == "zero" else other[key][part]
+        return weights
+    outs = []
+    for weights in (variant(), variant(q="new"), variant(k="new"), variant(q="zero"),
+                    variant(q="zero", k="new"), variant(k="zero"), variant(k="zero", q="new")):
+        module.set_params(weights)
+        outs.append(module(x).double())
+    if any(tuple(o.shape) != (B, T, dim) for o in outs):
+        return f"its output has shape {tuple(outs[0].shape)} for an input of shape {(B, T, dim)}"
+    base_out, new_q, new_k, q0, q0_new_k, k0, k0_new_q = outs
+
+    def moved(a, b) -> bool:
+        return (a - b).abs().nan_to_num(nan=1.0).max().item() > GATE_CHANGE
+    if not moved(new_q, base_out):
+        return "its output does not change when only the queries change (the q rows of qkv)"
+    if not moved(new_k, base_out):
+        return "its output does not change when only the keys change (the k rows of qkv)"
+    if moved(q0_new_k, q0) and moved(k0_new_q, k0):
+        return ("its output depends on the queries and the keys, but not through scores q.k: with "
+                "the queries all zero it still changes with the keys, and with the keys all zero "
+                "it still changes with the queries")
     return None
 
 
