@@ -15,7 +15,8 @@ import platform
 import sys
 import time
 
-from sandbox.limits import Limits
+from sandbox.limits import Limits, guard_harness, release_harness
+from sandbox.protocol import bounded
 from sandbox.proxy import Student, Zygote
 from sandbox.source import LineMap
 
@@ -44,6 +45,7 @@ def run(job: dict) -> dict:
     single_threaded_torch()
     ex = exercise.get(job["exercise"])
     limits = Limits.from_dict(job["limits"]) if job.get("limits") else ex.limits
+    guard_harness(limits, started)
     line_map = LineMap.from_list(job.get("line_map"))
     # Stop calling the student's code early enough to report within the wall-clock limit.
     deadline = started + limits.wall_s - min(REPORT_MARGIN_S, limits.wall_s / 4)
@@ -68,10 +70,11 @@ def run(job: dict) -> dict:
         report["printed"] = student.printed()
         report["restarts"] = student.restarts
     finally:
+        release_harness()
         student.close()
         zygote.close()
         report["duration_s"] = time.monotonic() - started
-    return report
+    return _bounded(report)
 
 
 def _run_pytest(tests_dir, student: Student):
@@ -119,6 +122,19 @@ def _plain(value, depth: int = 0):
     if isinstance(value, (bool, int, float)) or value is None:
         return value
     return str(value)[:2000]
+
+
+def _bounded(value, depth: int = 0):
+    """The report with every string and list cut to a size that cannot matter to a reader: much of
+    it is text the student's code chose (messages, evidence), and a report over the backends'
+    size limit would be thrown away."""
+    if isinstance(value, dict):
+        return {k: _bounded(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v, depth + 1) for v in value[:500]]
+    if isinstance(value, str):
+        return bounded(value, 8000)
+    return value
 
 
 def _read_lines(path: str) -> list[str]:

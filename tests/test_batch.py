@@ -229,13 +229,13 @@ def test_ctrl_c_keeps_what_was_graded_and_a_rerun_finishes(tmp_path):
     assert len(rerun.gradebook()) == 6
 
 
-def one_slot_full_marks(tmp_path: Path, sandbox: str, name: str, copies: int) -> BatchRun:
+def one_slot_full_marks(tmp_path: Path, sandbox: str, name: str, copies: int, *extra: str) -> BatchRun:
     """Copies of an isolation submission graded one after another by one slot: each must get 100."""
     folder = tmp_path / "class"
     folder.mkdir()
     for i in range(copies):
         shutil.copy(ISOLATION / name, folder / f"{i}_{name}")
-    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox)
+    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox, *extra)
     assert run.exit_code == 0, run.output
     for key in sorted(run.gradebook()):
         result = run.result(key)
@@ -262,6 +262,32 @@ def test_a_submission_that_changes_the_zygote_leaves_the_next_one_a_fresh_sandbo
     the change, so each of the three is graded by a fresh server."""
     run = one_slot_full_marks(tmp_path, sandbox, "tamper_with_zygote.py", copies=3)
     assert "3 warm sandboxes started" in run.output
+
+
+@pytest.fixture
+def planted_keys():
+    """After the test: the kernel keys with the isolation submission's mark that this user can see
+    (a key left on the machine), removed so that a failure does not spoil the next run."""
+    import ctypes
+    found: list[str] = []
+    yield found
+    with open("/proc/keys") as f:
+        lines = [line for line in f if "leftover-mark-7f3a" in line]
+    for line in lines:
+        ctypes.CDLL(None).syscall(250 if os.uname().machine == "x86_64" else 219, 21, int(line.split()[0], 16))
+    found += lines
+    assert not lines, f"kernel keys left on the machine: {lines}"
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_kernel_state_of_one_grade_does_not_reach_the_next(tmp_path, sandbox, mode, planted_keys):
+    """keyring_ioprio_mqueue.py, graded three times by one slot, is rejected if it finds a kernel key,
+    an idle I/O priority or a POSIX message queue left by an earlier grade, and plants them all
+    itself: keys and queues are refused to workers (seccomp), and a warm zygote whose I/O priority
+    was changed is replaced (the reset compares it). Cold, a key would reach the next grade through
+    the user's keyring just the same."""
+    one_slot_full_marks(tmp_path, sandbox, "keyring_ioprio_mqueue.py", 3, *(["--cold"] if mode == "cold" else []))
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
