@@ -21,7 +21,7 @@ class Limits:
     file_bytes: int = 16 * MiB    # largest file the worker may write
     processes: int = 64           # processes and threads the worker may add (where enforceable)
     output_bytes: int = 2 * MiB   # what the worker may print before it is killed
-    harness_memory_bytes: int = 6144 * MiB  # address space of the harness (the trusted side)
+    harness_memory_bytes: int = 3072 * MiB  # address space of the harness (about 0.8 GiB after its imports)
 
     def to_dict(self) -> dict:
         return asdict(self)

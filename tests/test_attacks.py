@@ -8,8 +8,12 @@ sandbox it names (`# sandboxes: local docker`):
 - nothing of the grade is left running (no grader process, no process the attack marked, no
   container);
 - no file outside the sandbox's scratch space appeared or changed, in the places attacks aim at:
-  the project, the installed exercise, site-packages, the home folder, the temp folder, and the
+  the project, the installed exercise, site-packages, the grade's home and temp folders, and the
   platforms' result folders.
+Each grade runs with a temp folder (TMPDIR) and a home folder of its own, made here: the local
+sandbox makes its scratch space, the grade's temporary root, inside that TMPDIR, and those two are
+what is watched, not the machine's /tmp or home, which anything else on the machine may write to
+while the suite runs (the student's code may write in neither: Landlock).
 A file with a `# known-hole:` line is an attack the grader does not stop yet: its case is an
 expected failure (xfail, strict), so the run shows it as such and never as passed.
 The conftest prints the table of outcomes at the end of the run.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sysconfig
 import tempfile
 import time
@@ -30,9 +35,10 @@ from tests.conftest import ROOT, SUBMISSIONS, grade
 ATTACKS = SUBMISSIONS / "attacks"
 TIME_LIMIT_S = 90 + 15            # the exercise's wall clock, plus start-up and the CLI's own work
 WATCHED = [ROOT, ROOT / "exercise" / "causal_self_attention", ROOT / "exercise" / "causal_self_attention" / "tests",
-           Path(sysconfig.get_paths()["purelib"]), Path.home(), Path(tempfile.gettempdir()),
-           Path("/autograder"), Path("/autograder/results"), Path("/grade"), Path("/grade/results"), Path("/")]
-OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container", "attack-daemon")
+           Path(sysconfig.get_paths()["purelib"]), Path("/autograder"), Path("/autograder/results"), Path("/grade"),
+           Path("/grade/results"), Path("/")]
+OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container")
+ATTACK_MARK = "attack-daemon"     # a process an attack started, whatever its environment
 
 
 def attack_header(path: Path) -> tuple[str, list[str]]:
@@ -70,10 +76,10 @@ def cases():
             yield pytest.param(path, sandbox, id=f"{path.stem}-{sandbox}", marks=marks)
 
 
-def snapshot() -> dict[str, tuple]:
-    """Every entry of the watched folders (not recursive), with its kind, size and mtime."""
+def snapshot(*also: Path) -> dict[str, tuple]:
+    """Every entry of the watched folders and of `also` (not recursive), with its kind, size and mtime."""
     seen = {}
-    for folder in WATCHED:
+    for folder in [*WATCHED, *also]:
         try:
             entries = list(os.scandir(folder))
         except OSError:
@@ -90,17 +96,20 @@ def snapshot() -> dict[str, tuple]:
     return seen
 
 
-def running() -> set[str]:
-    """Command lines of processes that belong to a grade or to an attack."""
+def running(own: Path) -> set[str]:
+    """Command lines of processes that belong to this grade or to its attack: a process the attack
+    marked, or a grader process whose environment names the grade's own folders (every process of
+    a local grade inherits them), not those of other grades running on the machine meanwhile."""
     found = set()
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if ATTACK_MARK in cmd or any(mark in cmd for mark in OUR_PROCESSES) \
+                        and str(own).encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                    found.add(f"{pid}: {cmd[:200]}")
             except OSError:
                 continue
-            if any(mark in cmd for mark in OUR_PROCESSES):
-                found.add(f"{pid}: {cmd[:200]}")
     return found
 
 
@@ -136,15 +145,22 @@ def test_the_corpus_has_at_least_15_distinct_attacks():
 @pytest.mark.parametrize("path,sandbox", list(cases()))
 def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, attack_outcomes):
     ceiling = honest_score(path)
-    before_files, before_procs = snapshot(), running()
-    graded = grade(path, "--sandbox", sandbox, timeout=TIME_LIMIT_S + 60)
-    after_procs = running() - before_procs
+    own = Path(tempfile.mkdtemp(prefix="attack-grade-"))   # this grade's own temp and home folders
+    places = {"TMPDIR": own / "tmp", "HOME": own / "home"}
+    for place in places.values():
+        place.mkdir()
+    before_files = snapshot(*places.values())
+    before_containers = set(docker_leftovers()) if sandbox == "docker" else set()
+    graded = grade(path, "--sandbox", sandbox, timeout=TIME_LIMIT_S + 60,
+                   env={k: str(v) for k, v in places.items()})
+    after_procs = running(own)
     for _ in range(20):  # a PID namespace's processes die with it, a moment after the grade ends
         if not after_procs:
             break
         time.sleep(0.1)
-        after_procs = running() - before_procs
-    after_files = snapshot()
+        after_procs = running(own)
+    after_files = snapshot(*places.values())
+    shutil.rmtree(own, ignore_errors=True)
     changed = sorted(k for k in {*before_files, *after_files} if before_files.get(k) != after_files.get(k))
     result = graded.result or {}
     outcome = {"attack": path.stem, "sandbox": sandbox, "status": result.get("status"),
@@ -156,6 +172,6 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
     assert graded.seconds < TIME_LIMIT_S
     assert not after_procs, f"left running: {after_procs}"
     assert not changed, f"files changed outside the sandbox: {changed}"
-    if sandbox == "docker":
-        assert docker_leftovers() == []
+    if sandbox == "docker":  # containers of this grade: none that other grades on the machine started
+        assert set(docker_leftovers()) - before_containers == set()
     outcome["outcome"] = "held"
