@@ -21,7 +21,8 @@ from sandbox.proxy import Student, Zygote
 from sandbox.source import LineMap
 
 REPORT_SCHEMA = 1
-REPORT_MARGIN_S = 5.0
+REPORT_MARGIN_S = 10.0   # the student's code stops this long before the wall clock
+ALARM_AFTER_S = 2.0      # then the harness's own alarm: the rest of the margin is for the report
 # The zygote and its workers, threads included: torch's pools plus what the student may add.
 ZYGOTE_PIDS = 128
 
@@ -45,10 +46,10 @@ def run(job: dict) -> dict:
     single_threaded_torch()
     ex = exercise.get(job["exercise"])
     limits = Limits.from_dict(job["limits"]) if job.get("limits") else ex.limits
-    guard_harness(limits, started)
     line_map = LineMap.from_list(job.get("line_map"))
     # Stop calling the student's code early enough to report within the wall-clock limit.
     deadline = started + limits.wall_s - min(REPORT_MARGIN_S, limits.wall_s / 4)
+    guard_harness(limits, alarm_at=deadline + min(ALARM_AFTER_S, limits.wall_s / 20))
     source_lines = _read_lines(job["submission"])
     # The worker may read neither the exercise (tests, reference) nor other grades' scratch folders.
     import tempfile

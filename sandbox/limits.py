@@ -73,15 +73,12 @@ class HarnessLimit(Exception):
     """The harness itself ran into its time or CPU limit while handling what the student sent."""
 
 
-HARNESS_ALARM_MARGIN_S = 2.0   # before the wall clock: time to write the report
-
-
-def guard_harness(limits: Limits, started: float) -> None:
+def guard_harness(limits: Limits, alarm_at: float) -> None:
     """Limits for the harness's own process, so that nothing a submission makes it do (a huge
     answer, a source that makes a check quadratic) ends it without a report: its address space
     (MemoryError instead of the OOM killer), its CPU time, and an alarm shortly before the wall
-    clock. The CPU limit and the alarm raise HarnessLimit in whatever the harness is doing (a
-    test, which then fails with that message); the report is still written."""
+    clock (`alarm_at`, time.monotonic()). The CPU limit and the alarm raise HarnessLimit in whatever
+    the harness is doing (a test, which then fails with that message); the report is still written."""
     import resource
     import signal
 
@@ -98,8 +95,9 @@ def guard_harness(limits: Limits, started: float) -> None:
         except (ValueError, OSError):
             pass  # a lower limit set by someone else stays
     signal.signal(signal.SIGXCPU, stop(f"the grader's own CPU time limit ({soft_cpu} s) was reached"))
-    signal.signal(signal.SIGALRM, stop(f"the grade's time limit ({limits.wall_s:g} s) was reached"))
-    signal.setitimer(signal.ITIMER_REAL, max(started + limits.wall_s - HARNESS_ALARM_MARGIN_S - time.monotonic(), 0.1))
+    signal.signal(signal.SIGALRM, stop(f"the grade's time limit ({limits.wall_s:g} s) was reached while the "
+                                       f"grader was checking your code or what it sent"))
+    signal.setitimer(signal.ITIMER_REAL, max(alarm_at - time.monotonic(), 0.1))
 
 
 def release_harness() -> None:

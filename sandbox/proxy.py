@@ -52,6 +52,9 @@ class StudentCodeError(Exception):
             return "the sandbox's process-count limit was hit"
         if "File too large" in self.message:
             return "the sandbox's file-size limit was hit"
+        if "C++ compiler" in self.message or self.type == "InvalidCxxCompiler":
+            return ("torch.compile's default backend needs a C++ compiler, and this sandbox has none: "
+                    "grade it where one is installed, or submit the layer without torch.compile")
         return None
 
 

@@ -34,7 +34,10 @@ class Verdict:
         if isinstance(err, pytest.skip.Exception):
             return "skipped", bounded(err.msg, MAX_FEEDBACK), False
         text = bounded(f"{type(err).__name__}: {_text(err)}", 1000)
-        if isinstance(err, (HarnessLimit, MemoryError, RecursionError)):
+        if isinstance(err, MemoryError):
+            return "failed", ("the grader stopped checking your code: it ran into its own memory limit "
+                              "handling what your code sent or your source"), False
+        if isinstance(err, (HarnessLimit, RecursionError)):
             return "failed", f"the grader stopped checking your code: {text}", False
         if handled_answers or getattr(err, "_on_student_data", False):
             try:  # a session fixture's exception is raised again in later tests: it stays the student's

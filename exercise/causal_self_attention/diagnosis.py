@@ -45,6 +45,7 @@ class Finding:
 class Diagnosis:
     findings: list[Finding] = field(default_factory=list)
     unexplained: str | None = None   # the output is wrong and no known mistake matches
+    unchecked: str | None = None     # why the source could not be checked for forbidden built-ins
     skipped: list[str] = field(default_factory=list)  # probes that could not use the output
 
     def ids(self) -> set[str]:
@@ -320,7 +321,12 @@ FORBIDDEN_NAMES = ("MultiheadAttention", "multi_head_attention_forward", "_nativ
 def _forbidden(student, found: Diagnosis, source_lines, locate):
     """Two signs, either enough: the class's own code names a forbidden built-in (read by the
     harness, so the student cannot hide it at run time), or the worker counted a call to it."""
-    line = _line_naming(source_lines, FORBIDDEN_NAMES, inside_class=student.entry.class_name)
+    try:
+        line = _line_naming(source_lines, FORBIDDEN_NAMES, inside_class=student.entry.class_name)
+    except (MemoryError, RecursionError) as err:  # the harness's own limits stopped the scan
+        found.unchecked = (f"reading your source for them ran into the grader's own "
+                           f"{'memory' if isinstance(err, MemoryError) else 'recursion'} limit")
+        return
     if line is not None:
         found.add("uses_forbidden_builtin", None, f"your class uses it at {locate(line)}")
         return

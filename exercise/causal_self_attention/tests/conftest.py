@@ -83,3 +83,7 @@ def written_by_hand(diagnosis) -> None:
         evidence = next(f.evidence for f in diagnosis.findings if f.id == "uses_forbidden_builtin")
         pytest.fail("no points: your layer delegates to nn.MultiheadAttention / "
                     f"F.multi_head_attention_forward ({evidence}); the exercise is to write attention yourself")
+    if diagnosis.unchecked:  # a source the check cannot read earns no benefit of the doubt
+        pytest.fail(f"no points: the grader could not check that your layer does not delegate to "
+                    f"nn.MultiheadAttention ({diagnosis.unchecked}); simplify the file (fewer or "
+                    f"differently named definitions) and submit again")
