@@ -114,9 +114,15 @@ def running(own: Path) -> set[str]:
 
 
 def docker_leftovers() -> list[str]:
+    """Grading containers of the image these tests grade with: other grades on the machine use
+    their own image tags (GRADER_IMAGE), and their containers come and go meanwhile."""
     import docker
+
+    from sandbox.docker import DockerSandbox
     client = docker.from_env()
-    return [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})]
+    image = DockerSandbox().image
+    return [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})
+            if c.attrs.get("Config", {}).get("Image") == image]
 
 
 @pytest.fixture(scope="session")

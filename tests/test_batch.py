@@ -40,15 +40,21 @@ class BatchRun:
         return json.loads((self.out / self.index()[key]["result_file"]).read_text())
 
 
+# The batches of this session keep their temporary files here (TMPDIR): every process they start
+# inherits it, which tells them from the grades that anything else on the machine runs meanwhile.
+OWN_TMP = Path(tempfile.mkdtemp(prefix="batch-tests-"))
+ENV = {**os.environ, "COLUMNS": "120", "TMPDIR": str(OWN_TMP)}
+
+
 def batch(folder: Path, out: Path, *extra: str, timeout: float = 600) -> BatchRun:
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "120"})
+                          capture_output=True, text=True, timeout=timeout, env=ENV)
     return BatchRun(proc.returncode, proc.stdout + proc.stderr, out)
 
 
 def start_batch(folder: Path, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
 
 
 def servers_of(pid: int) -> list[int]:
@@ -67,21 +73,27 @@ def servers_of(pid: int) -> list[int]:
 
 
 def leftovers() -> list[str]:
-    """Grading processes and containers still there."""
+    """Grading processes of this session's batches (their environment names OWN_TMP), processes an
+    isolation submission marked, and grading containers of the image these tests use, still there."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+                ours = any(m in cmd for m in (b"sandbox.warm", b"sandbox.zygote", b"sandbox.harness")) \
+                    and str(OWN_TMP).encode() in Path(f"/proc/{entry}/environ").read_bytes()
             except OSError:
                 continue
-            if any(m in cmd for m in (b"sandbox.warm", b"sandbox.zygote", b"sandbox.harness", b"leftover-mark")):
+            if ours or b"leftover-mark" in cmd:
                 found.append(cmd.replace(b"\0", b" ").decode(errors="replace")[:120])
     try:
         import docker
+
+        from sandbox.docker import DockerSandbox
         client = docker.from_env()
         client.ping()
-        found += [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})]
+        found += [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})
+                  if c.attrs.get("Config", {}).get("Image") == DockerSandbox().image]
     except Exception:  # noqa: BLE001  (no engine here: only the local processes count)
         pass
     return found
