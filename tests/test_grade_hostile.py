@@ -73,7 +73,7 @@ def test_endless_loop_beside_torch_compile_is_still_a_prompt_timeout():
 
 
 def test_a_source_that_blows_up_a_check_gets_a_graded_result_that_says_why():
-    """20 000 definitions of one name make the forbidden built-in scan grow with their square: the
+    """10 000 definitions of one name make the forbidden built-in scan grow with their square: the
     harness's own memory limit stops it (or, on a loaded machine, its alarm before the wall clock),
     the grade is still a graded result, and the points that hang on that check say why they were
     not given (no benefit of the doubt)."""

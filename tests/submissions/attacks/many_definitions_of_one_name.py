@@ -1,4 +1,4 @@
-# attack: the class reaches a helper defined 20 000 times over, each definition naming it again: a check that follows names from definition to definition (the forbidden built-in scan) grows with the square of that, in time and memory, unless the harness's own limits stop it
+# attack: the class reaches a helper defined 10 000 times over, each definition naming it four times: a check that follows names from definition to definition (the forbidden built-in scan) grows with the square of that, in time and memory, unless the harness's own limits stop it
 # sandboxes: local docker
 # honest: correct
 import math
@@ -7,20006 +7,10006 @@ import torch
 import torch.nn as nn
 
 # attack-begin
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
-def helper(): helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
+def helper(): helper; helper; helper; helper
 # attack-end
 
 
