@@ -3,9 +3,13 @@
 - Capabilities: all dropped, and no new privileges, so a worker started by root is no longer
   privileged (no mounts, modules, raw devices, clock or reboot) and cannot regain privileges
   through a set-uid program.
+- A seccomp filter: no kernel keyrings (the user's keyrings outlive every process, so a key planted by
+  one grade would be read by the next, warm or cold) and no POSIX message queues (they outlive the
+  process in the IPC namespace a warm sandbox keeps).
 - Landlock (an unprivileged Linux security module, kernel 5.13+): the worker may write only in its
   scratch folder (and /dev/null); it may read the whole filesystem except the hidden paths (the
-  exercise's tests and reference, the platforms' folders, other grades' scratch space); where the
+  exercise's tests and reference, the platforms' folders, other grades' scratch space, and /dev but
+  for the few devices a program needs: no terminal, so no typed-ahead line and no echo); where the
   kernel's Landlock is recent enough it may open no TCP connection and send no signal outside its
   own processes. The restriction is inherited by every thread and process it starts and cannot be
   lifted.
@@ -38,7 +42,18 @@ FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE   # the rights a rule 
 NET_BIND_TCP, NET_CONNECT_TCP = 1, 2                     # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1, 2          # ABI 6
 
-ALWAYS_HIDDEN = ("/autograder", "/grade")                # Gradescope's and PrairieLearn's folders
+ALWAYS_HIDDEN = ("/autograder", "/grade", "/dev")        # Gradescope's and PrairieLearn's folders; devices
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")   # what is left of /dev
+
+# Seccomp (include/uapi/linux/seccomp.h, filter.h, audit.h): the syscalls refused, by architecture.
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_X32_BIT = 0x40000000
+REFUSED_SYSCALLS = {  # add_key, request_key, keyctl, mq_open, mq_unlink, mq_timedsend, mq_notify
+    "x86_64": (0xC000003E, (248, 249, 250, 240, 241, 242, 244)),
+    "aarch64": (0xC00000B7, (217, 218, 219, 180, 181, 182, 184)),
+}
 
 
 def confine(*, writable: list[str], hidden: list[str]) -> list[str]:
@@ -48,8 +63,30 @@ def confine(*, writable: list[str], hidden: list[str]) -> list[str]:
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         notes.append("no-new-privileges could not be set")
     notes += _drop_capabilities(libc)
+    notes += _seccomp(libc)
     notes += _landlock(libc, writable=writable, hidden=[*hidden, *ALWAYS_HIDDEN])
     return notes
+
+
+def _seccomp(libc) -> list[str]:
+    """Refuse (EPERM) the syscalls of REFUSED_SYSCALLS, and every syscall of another ABI (x32, or
+    32-bit code), whose numbers differ. Needs no-new-privileges (set first) or root."""
+    import platform
+    arch = REFUSED_SYSCALLS.get(platform.machine())
+    if arch is None:
+        return [f"kernel keyrings not shut off: no seccomp filter for {platform.machine()}"]
+    audit_arch, numbers = arch
+    refuse = len(numbers) + 1  # a jump counts from the next instruction: to the final EPERM from the JGE
+    program = [(_LD_W_ABS, 0, 0, 4), (_JEQ_K, 1, 0, audit_arch), (_RET_K, 0, 0, _RET_EPERM),
+               (_LD_W_ABS, 0, 0, 0), (_JGE_K, refuse, 0, _X32_BIT)]
+    program += [(_JEQ_K, refuse - 1 - i, 0, nr) for i, nr in enumerate(numbers)]
+    program += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_EPERM)]
+    raw = b"".join(struct.pack("HBBI", *op) for op in program)
+    filters = ctypes.create_string_buffer(raw)
+    fprog = struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0) != 0:
+        return [f"kernel keyrings not shut off: seccomp refused ({os.strerror(ctypes.get_errno())})"]
+    return []
 
 
 def _drop_capabilities(libc) -> list[str]:
@@ -118,7 +155,7 @@ def readable_roots(hidden: list[str], top: str = "/", keep: list[str] | None = N
     real = {os.path.realpath(h) for h in hidden if os.path.lexists(h)}
     if keep is None:
         keep = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.abspath(__file__)),
-                *(p for p in sys.path if p)]
+                *(p for p in sys.path if p), *DEVICES]
     kept = {os.path.realpath(k) for k in keep if os.path.exists(k)} - real
 
     def below(path: str, folder: str) -> bool:

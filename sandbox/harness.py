@@ -15,12 +15,14 @@ import platform
 import sys
 import time
 
-from sandbox.limits import Limits
+from sandbox.limits import Limits, guard_harness, release_harness
+from sandbox.protocol import bounded
 from sandbox.proxy import Student, Zygote
 from sandbox.source import LineMap, python_lines
 
 REPORT_SCHEMA = 1
-REPORT_MARGIN_S = 5.0
+REPORT_MARGIN_S = 10.0   # the student's code stops this long before the wall clock
+ALARM_AFTER_S = 2.0      # then the harness's own alarm: the rest of the margin is for the report
 # The zygote and its workers, threads included: torch's pools plus what the student may add.
 ZYGOTE_PIDS = 128
 
@@ -47,6 +49,7 @@ def run(job: dict) -> dict:
     line_map = LineMap.from_list(job.get("line_map"))
     # Stop calling the student's code early enough to report within the wall-clock limit.
     deadline = started + limits.wall_s - min(REPORT_MARGIN_S, limits.wall_s / 4)
+    guard_harness(limits, alarm_at=deadline + min(ALARM_AFTER_S, limits.wall_s / 20))
     source = _read_source(job["submission"])  # read once, before any of the student's code runs
     source_lines = python_lines(source)
     # The worker may read neither the exercise (tests, reference) nor other grades' scratch folders.
@@ -69,10 +72,11 @@ def run(job: dict) -> dict:
         report["printed"] = student.printed()
         report["restarts"] = student.restarts
     finally:
+        release_harness()
         student.close()
         zygote.close()
         report["duration_s"] = time.monotonic() - started
-    return report
+    return _bounded(report)
 
 
 def _run_pytest(tests_dir, student: Student):
@@ -120,6 +124,19 @@ def _plain(value, depth: int = 0):
     if isinstance(value, (bool, int, float)) or value is None:
         return value
     return str(value)[:2000]
+
+
+def _bounded(value, depth: int = 0):
+    """The report with every string and list cut to a size that cannot matter to a reader: much of
+    it is text the student's code chose (messages, evidence), and a report over the backends'
+    size limit would be thrown away."""
+    if isinstance(value, dict):
+        return {k: _bounded(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bounded(v, depth + 1) for v in value[:500]]
+    if isinstance(value, str):
+        return bounded(value, 8000)
+    return value
 
 
 def _read_source(path: str) -> bytes:

@@ -21,6 +21,7 @@ class Limits:
     file_bytes: int = 16 * MiB    # largest file the worker may write
     processes: int = 64           # processes and threads the worker may add (where enforceable)
     output_bytes: int = 2 * MiB   # what the worker may print before it is killed
+    harness_memory_bytes: int = 3072 * MiB  # address space of the harness (about 0.8 GiB after its imports)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,6 +67,43 @@ def apply_to_current_process(limits: Limits, *, processes_capped: bool = False,
         except (ValueError, OSError) as err:
             notes.append(f"{name} not set: {err}")
     return notes
+
+
+class HarnessLimit(Exception):
+    """The harness itself ran into its time or CPU limit while handling what the student sent."""
+
+
+def guard_harness(limits: Limits, alarm_at: float) -> None:
+    """Limits for the harness's own process, so that nothing a submission makes it do (a huge
+    answer, a source that makes a check quadratic) ends it without a report: its address space
+    (MemoryError instead of the OOM killer), its CPU time, and an alarm shortly before the wall
+    clock (`alarm_at`, time.monotonic()). The CPU limit and the alarm raise HarnessLimit in whatever
+    the harness is doing (a test, which then fails with that message); the report is still written."""
+    import resource
+    import signal
+
+    def stop(what: str):
+        def handler(_signum, _frame):
+            raise HarnessLimit(what)
+        return handler
+    soft_cpu = int(limits.wall_s) + 1
+    for which, value in ((resource.RLIMIT_AS, (limits.harness_memory_bytes,) * 2),
+                         (resource.RLIMIT_CPU, (soft_cpu, soft_cpu + 10))):
+        try:
+            hard = resource.getrlimit(which)[1]
+            resource.setrlimit(which, tuple(v if hard == resource.RLIM_INFINITY else min(v, hard) for v in value))
+        except (ValueError, OSError):
+            pass  # a lower limit set by someone else stays
+    signal.signal(signal.SIGXCPU, stop(f"the grader's own CPU time limit ({soft_cpu} s) was reached"))
+    signal.signal(signal.SIGALRM, stop(f"the grade's time limit ({limits.wall_s:g} s) was reached while the "
+                                       f"grader was checking your code or what it sent"))
+    signal.setitimer(signal.ITIMER_REAL, max(alarm_at - time.monotonic(), 0.1))
+
+
+def release_harness() -> None:
+    """The tests are over: no alarm while the report is written."""
+    import signal
+    signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _prefer_as_oom_victim() -> None:

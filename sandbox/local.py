@@ -21,7 +21,8 @@ MAX_REPORT_BYTES = 64 << 20
 
 
 class LocalSandbox:
-    """Runs `python -m sandbox.harness` in a scratch folder that is removed afterwards."""
+    """Runs `python -m sandbox.harness` in a scratch folder that is removed afterwards, and which is
+    the grade's own temporary root (TMPDIR): nothing of a grade lands in the machine's /tmp."""
     name = "local"
 
     def run(self, job: Job) -> RunResult:
@@ -33,13 +34,13 @@ class LocalSandbox:
             with open(script, "wb") as f:
                 f.write(job.source)
             job_file = os.path.join(scratch, "job.json")
-            with open(job_file, "w") as f:
-                json.dump(job.to_harness(script), f)
+            with open(job_file, "w") as f:  # the machine's temp folder stays hidden from the student
+                json.dump({**job.to_harness(script), "hidden": [*job.hidden, tempfile.gettempdir()]}, f)
             read_fd, write_fd = os.pipe()
-            try:
+            try:  # the grade's own temporary root: whatever the harness and the workers make goes there
                 process = subprocess.Popen(
                     [sys.executable, "-P", "-m", "sandbox.harness", job_file, str(write_fd)],
-                    pass_fds=[write_fd], cwd=scratch, stdin=subprocess.DEVNULL,
+                    pass_fds=[write_fd], cwd=scratch, stdin=subprocess.DEVNULL, env={**os.environ, "TMPDIR": scratch},
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
             finally:
                 os.close(write_fd)
@@ -54,11 +55,13 @@ class LocalSandbox:
         if timed_out:
             return RunResult(None, duration, f"the sandbox did not finish within {job.limits.wall_s:g} s",
                              log.text())
-        return RunResult.of(raw, duration, f"the harness exited with code {process.returncode} without a report",
-                            log.text())
+        why = (f"the harness's report exceeded {MAX_REPORT_BYTES >> 20} MiB" if raw is None else
+               f"the harness exited with code {process.returncode} without a report")
+        return RunResult.of(raw, duration, why, log.text())
 
 
-def read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
+def read_until(fd: int, deadline: float) -> tuple[bytes | None, bool]:
+    """What `fd` gives until EOF or `deadline` (then True); None for a report over the size limit."""
     chunks, size = [], 0
     while True:
         wait = deadline - time.monotonic()
@@ -69,7 +72,7 @@ def read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
             return b"".join(chunks), False
         size += len(chunk)
         if size > MAX_REPORT_BYTES:
-            return b"", False
+            return None, False
         chunks.append(chunk)
 
 

@@ -24,6 +24,13 @@ DTYPE_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
                "int64": 8, "int32": 4, "bool": 1, "uint8": 1}
 
 
+def bounded(value, limit: int = 2000) -> str:
+    """Text cut to `limit` characters: what the worker says may be megabytes long (a patched worker
+    sends whatever it likes), and it ends up in the report."""
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[:limit] + " [...]"
+
+
 class ProtocolError(Exception):
     """The peer sent something that is not a valid frame; the worker is treated as broken."""
 

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from sandbox import protocol
+from sandbox.protocol import bounded
 from sandbox.limits import Limits, PidsCgroup
 from sandbox.worker import EntrySpec
 
@@ -30,8 +31,8 @@ class StudentCodeError(Exception):
 
     def __init__(self, op: str, error: dict, where: str | None):
         self.op = op
-        self.type = str(error.get("type", "Exception"))
-        self.message = str(error.get("message", ""))
+        self.type = bounded(error.get("type", "Exception"), 200)
+        self.message = bounded(error.get("message", ""))
         self.line = error.get("line") if isinstance(error.get("line"), int) else None
         self.where = where
         super().__init__(self.describe())
@@ -51,16 +52,37 @@ class StudentCodeError(Exception):
             return "the sandbox's process-count limit was hit"
         if "File too large" in self.message:
             return "the sandbox's file-size limit was hit"
+        if "C++ compiler" in self.message or self.type == "InvalidCxxCompiler":
+            return ("torch.compile's default backend needs a C++ compiler, and this sandbox has none: "
+                    "grade it where one is installed, or submit the layer without torch.compile")
         return None
+
+
+class BadAnswer(StudentCodeError):
+    """The student's code answered with something that is not a usable answer (a bool, integer or
+    complex tensor where a floating one is due): that test fails, with what was wrong."""
+
+    def __init__(self, op: str, message: str):
+        super().__init__(op, {"type": "BadAnswer", "message": message}, None)
+
+    def describe(self) -> str:
+        return self.message
 
 
 class WorkerFailure(Exception):
     """The worker process stopped serving: a timeout, an exit, a crash, an output flood."""
 
     def __init__(self, kind: str, message: str):
-        self.kind = kind  # "timeout" | "exit" | "flood" | "protocol" | "budget"
+        self.kind = kind  # "timeout" | "exit" | "flood" | "protocol" | "budget" | "setup"
         self.message = message
         super().__init__(message)
+
+
+class WorkerSetupFailed(Exception):
+    """The sandbox could not set up the first worker before any of the student's code ran: the
+    grader's failure (status error), never the student's."""
+
+
 
 
 @dataclass
@@ -290,6 +312,8 @@ class Student:
         self.budget_left = limits.tests_s
         self.restarts = 0
         self.timeouts = 0
+        self.compiling_s = 0.0  # of the current call, spent compiling (see _receive)
+        self.answers = 0  # responses received: a test that raised after one was handling the student's data
         self.load_result: LoadResult | None = None
         self.tally: dict[int, int] = {}  # byte -> how often the workers wrote it (watch.py)
 
@@ -300,6 +324,8 @@ class Student:
         try:
             ready = self._start(self.limits.import_s)
         except WorkerFailure as failure:
+            if failure.kind == "setup":  # none of the student's code has run yet: ours to fix
+                raise WorkerSetupFailed(failure.message) from failure
             self.load_result = LoadResult(False, f"import_{failure.kind}", {"message": failure.message})
             return self.load_result
         self.load_result = LoadResult(bool(ready.get("ok")), ready.get("reason"), ready, self.worker.notes)
@@ -313,10 +339,15 @@ class Student:
         self.worker = worker
         deadline = min(time.monotonic() + timeout_s, self.deadline)
         # The first frame comes from the trusted side of the fork, before the import: the only notes taken.
-        confined = self._receive("import", deadline)
+        confined = self._receive("setup", deadline)
         if not isinstance(confined, dict) or confined.get("event") != "confined":
             self._fail("protocol", "the worker did not start as expected")
         worker.notes = [str(n) for n in confined.get("notes") or ()]
+        # The worker says when its own set-up is done and the student's file is next: a worker that
+        # ends before that failed in the sandbox's code, not in the student's.
+        importing = self._receive("setup", deadline)
+        if not isinstance(importing, dict) or importing.get("event") != "importing":
+            self._fail("protocol", "the worker did not start as expected")
         ready = self._receive("import", deadline)
         if not isinstance(ready, dict) or ready.get("event") != "ready":
             self._fail("protocol", "the worker did not start as expected")
@@ -381,6 +412,7 @@ class Student:
                 self._fail("exit", "the submission no longer imports in a fresh worker")
         timeout = min(self.limits.call_s, self.budget_left, self.deadline - time.monotonic())
         started = time.monotonic()
+        self.compiling_s = 0.0
         try:
             try:
                 protocol.send(self.worker.req_fd, {"op": op, **fields}, deadline=started + timeout)
@@ -390,8 +422,9 @@ class Student:
             except OSError:
                 pass  # the worker is gone: _receive reports how it ended
             response = self._receive(op, started + timeout)
-        finally:
-            self.budget_left -= time.monotonic() - started
+        finally:  # compiling (torch.compile) is charged to the grade's wall clock, not to this budget
+            self.budget_left -= time.monotonic() - started - self.compiling_s
+        self.answers += 1
         if not response.get("ok"):
             error = response.get("error") if isinstance(response.get("error"), dict) else {}
             line = error.get("line") if isinstance(error.get("line"), int) else None
@@ -399,23 +432,50 @@ class Student:
         return response
 
     def _receive(self, op: str, deadline: float) -> dict:
-        worker = self.worker
+        """The worker's answer to `op`. While the worker says it compiles (torch.compile, whose first
+        call per shape may take seconds), the call may use what is left of the grade's wall clock:
+        a one-off compile is not held against the per-call limit, and once it ends that limit runs
+        again. A worker that only claims to compile spends its own grade's time, nothing else."""
+        worker, compiling_since = self.worker, None
         try:
-            return protocol.recv(worker.resp_fd, deadline=deadline)
+            while True:
+                message = protocol.recv(worker.resp_fd, deadline=deadline)
+                event = message.get("event")
+                if event == "compiling" and compiling_since is None:
+                    compiling_since, deadline = time.monotonic(), self.deadline
+                elif event == "compiled" and compiling_since is not None:
+                    self.compiling_s += time.monotonic() - compiling_since
+                    compiling_since = None
+                    deadline = min(time.monotonic() + self.limits.call_s, self.deadline)
+                elif event not in ("compiling", "compiled"):
+                    return message
         except protocol.Deadline:
-            seconds = self.limits.import_s if op == "import" else self.limits.call_s
-            what = "importing your file" if op == "import" else "a call into your code"
+            if compiling_since is not None:
+                self._fail("timeout", f"torch.compile was still compiling your code after "
+                                      f"{time.monotonic() - compiling_since:.0f} s, when the grade's time "
+                                      f"limit ({self.limits.wall_s:g} s) ran out")
+            seconds = self.limits.import_s if op in ("setup", "import") else self.limits.call_s
+            what = "importing your file" if op in ("setup", "import") else "a call into your code"
             self._fail("timeout", f"{what} did not finish within {seconds:g} s (an infinite loop?)")
         except protocol.PeerClosed:
             if worker.output.flooded.is_set():
                 self._fail("flood", f"your code printed more than {self.limits.output_bytes >> 20} MiB")
+            if op == "setup":
+                self._fail("setup", f"the sandbox could not set up a worker process before importing "
+                                    f"your file ({self._exit_message(worker, own=True)})")
             self._fail("exit", self._exit_message(worker))
         except protocol.ProtocolError as err:
-            self._fail("protocol", f"the worker process sent a malformed answer ({err})")
+            self._fail("protocol", f"the worker process sent a malformed answer ({bounded(err, 300)})")
+        finally:
+            if compiling_since is not None:
+                self.compiling_s += time.monotonic() - compiling_since
         raise AssertionError("unreachable")
 
-    def _exit_message(self, worker: _WorkerProcess) -> str:
+    def _exit_message(self, worker: _WorkerProcess, own: bool = False) -> str:
+        """How the worker ended; `own`: before the student's code ran, so no hint at the student."""
         status = self.zygote.exit_status(worker.pid)
+        if own:
+            return "it ended" if status is None else f"wait status {status}"
         if status is None:
             return "the process running your code ended unexpectedly"
         if os.WIFSIGNALED(status):
@@ -534,7 +594,14 @@ class RemoteModule:
 
 
 def _tensor(value, what: str):
+    """A tensor from the worker, checked at the one place answers enter the harness: what is not a
+    floating-point tensor fails the test that asked for it, with what it was."""
     import torch
     if not isinstance(value, torch.Tensor):
         raise WorkerFailure("protocol", f"the worker's {what} answer was not a tensor")
+    if not value.is_floating_point():
+        kind = str(value.dtype).removeprefix("torch.")
+        shown = {"forward": "your forward returned", "backward": "the gradient of your forward's output is"}[what]
+        raise BadAnswer(what, f"{shown} a {kind} tensor of shape {tuple(value.shape)}; a floating-point "
+                              f"tensor (float32 or float64, like the input) is expected")
     return value

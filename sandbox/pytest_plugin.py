@@ -1,28 +1,60 @@
 """The pytest plugin the harness installs: the `student` fixture, points per test, verdicts."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from sandbox.proxy import Student, StudentCodeError, WorkerFailure
+from sandbox.limits import HarnessLimit
+from sandbox.protocol import bounded
+from sandbox.proxy import BadAnswer, Student, StudentCodeError, WorkerFailure
+
+MAX_FEEDBACK = 4000
 
 
 class Verdict:
-    """Turns how a test ended into a status and feedback; unknown exceptions are grader faults."""
+    """Turns how a test ended into a status and feedback. An exception the test did not expect is
+    the student's when the test was handling what the student's code sent (any answer came back
+    during the test, or the harness hit its own limits on it): that test fails and says so. Only
+    one raised before any answer is a grader fault."""
 
     @staticmethod
-    def of(excinfo) -> tuple[str, str, bool]:
+    def of(excinfo, handled_answers: bool = False) -> tuple[str, str, bool]:
         if excinfo is None:
             return "passed", "", False
         err = excinfo.value
         if isinstance(err, WorkerFailure):
-            return ("timeout" if err.kind in ("timeout", "budget") else "error"), err.message, False
+            return ("timeout" if err.kind in ("timeout", "budget") else "error"), bounded(err.message, MAX_FEEDBACK), False
+        if isinstance(err, BadAnswer):
+            return "failed", err.describe(), False
         if isinstance(err, StudentCodeError):
-            return "error", f"your code raised {err.describe()}", False
+            return "error", bounded(f"your code raised {err.describe()}", MAX_FEEDBACK), False
         if isinstance(err, (AssertionError, pytest.fail.Exception)):
-            return "failed", str(getattr(err, "msg", None) or err), False
+            return "failed", bounded(getattr(err, "msg", None) or err, MAX_FEEDBACK), False
         if isinstance(err, pytest.skip.Exception):
-            return "skipped", str(err.msg), False
-        return "error", f"internal grader error: {type(err).__name__}: {err}", True
+            return "skipped", bounded(err.msg, MAX_FEEDBACK), False
+        text = bounded(f"{type(err).__name__}: {_text(err)}", 1000)
+        if isinstance(err, MemoryError):
+            return "failed", ("the grader stopped checking your code: it ran into its own memory limit "
+                              "handling what your code sent or your source"), False
+        if isinstance(err, (HarnessLimit, RecursionError)):
+            return "failed", f"the grader stopped checking your code: {text}", False
+        if handled_answers or getattr(err, "_on_student_data", False):
+            try:  # a session fixture's exception is raised again in later tests: it stays the student's
+                err._on_student_data = True
+            except AttributeError:
+                pass
+            return "failed", (f"your code's answers could not be checked: {text}. The test received them "
+                              f"from your code; answers whose dtype, shape or values are not those of the "
+                              f"input (or change from one call to the next) cannot be compared"), False
+        return "error", f"internal grader error: {text}", True
+
+
+def _text(err: BaseException) -> str:
+    try:
+        return str(err)
+    except Exception:  # noqa: BLE001  (a message built from the student's data may not even print)
+        return "<unprintable>"
 
 
 class Findings:
@@ -66,10 +98,17 @@ class HarnessPlugin:
             total = float(marker.args[0]) if marker else 0.0
             item.stash[_POINTS] = total / counts[_group(item)]
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        item.stash[_ANSWERS] = self._student.answers
+        if time.monotonic() >= self._student.deadline:  # the rest fail at once, and the report goes out
+            pytest.fail(f"not run: the grade's time limit ({self._student.limits.wall_s:g} s) was reached")
+
     def pytest_json_runtest_metadata(self, item, call):
         if call.when == "teardown" or (call.when == "setup" and call.excinfo is None):
             return {}
-        status, feedback, internal = Verdict.of(call.excinfo)
+        handled = self._student.answers > item.stash.get(_ANSWERS, self._student.answers)
+        status, feedback, internal = Verdict.of(call.excinfo, handled_answers=handled)
         doc = (item.function.__doc__ or item.function.__name__).strip().splitlines()[0]
         bugs = [v for k, v in item.user_properties if k == "bug"]
         shown = item.get_closest_marker("visibility")
@@ -80,6 +119,7 @@ class HarnessPlugin:
 
 
 _POINTS = pytest.StashKey[float]()
+_ANSWERS = pytest.StashKey[int]()  # the student's answers received before the test started
 
 
 def _group(item) -> str:

@@ -2,8 +2,11 @@
 
 A warm sandbox's zygote serves one submission after another. Its workers run as the same user, so
 besides leaving processes and files they could change the zygote itself through calls that Landlock
-does not govern: its resource limits (prlimit), priority, CPU affinity or scheduling policy, which
+does not govern: its resource limits (prlimit), priority, I/O priority (ioprio_set), CPU affinity,
+scheduling policy and attributes (sched_setattr: utilisation clamps, deadline parameters), which
 every later worker would inherit; and they can leave System V IPC objects, which outlive processes.
+(Kernel keyrings and POSIX message queues, which outlive processes too, are shut off for workers by
+their seccomp filter: see sandbox.confine.)
 `after_submission` undoes or detects all of it, and answers False whenever it cannot vouch for the
 result: the caller then replaces the whole server with a fresh one.
 """
@@ -17,6 +20,10 @@ import time
 from collections.abc import Callable
 
 _PR_SET_DUMPABLE = 4
+_PR_GET_TIMERSLACK = 30
+_IOPRIO_WHO_PROCESS = 1
+_SYSCALLS = {"x86_64": {"ioprio_get": 252, "sched_getattr": 315},   # read-only views of this process
+             "aarch64": {"ioprio_get": 31, "sched_getattr": 275}}
 _IPC_RMID = 0
 _IPC_TABLES = (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl"))
 
@@ -34,11 +41,26 @@ def unprotect_self() -> None:
 
 def settings() -> tuple:
     """What a process of the same user could change in this one from outside, and its workers
-    would inherit: every resource limit, the priority, the CPU affinity, the scheduling policy."""
+    would inherit: every resource limit, the priority, the I/O priority, the CPU affinity, the
+    scheduling policy and all its attributes, the timer slack, the OOM score and the cgroup."""
+    import platform
     limits = tuple(resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource))
                    if name.startswith("RLIMIT_"))
-    return limits, os.getpriority(os.PRIO_PROCESS, 0), tuple(sorted(os.sched_getaffinity(0))), \
-        os.sched_getscheduler(0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    calls = _SYSCALLS.get(platform.machine(), {})
+    ioprio = libc.syscall(calls["ioprio_get"], _IOPRIO_WHO_PROCESS, 0) if calls else None
+    attr = ctypes.create_string_buffer(128)  # struct sched_attr, read whole (size 56 today)
+    sched = attr.raw if calls and libc.syscall(calls["sched_getattr"], 0, attr, 128, 0) == 0 else \
+        (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
+    proc = []
+    for name in ("oom_score_adj", "cgroup"):
+        try:
+            with open(f"/proc/self/{name}") as f:
+                proc.append(f.read())
+        except OSError:
+            proc.append(None)
+    return limits, os.getpriority(os.PRIO_PROCESS, 0), ioprio, tuple(sorted(os.sched_getaffinity(0))), \
+        sched, libc.prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0), tuple(proc)
 
 
 def after_submission(command: dict, baseline: tuple, reap: Callable[[], None], wait_s: float = 5.0) -> bool:

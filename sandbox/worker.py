@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from sandbox import protocol
 
-MAX_TEXT = 2000
 SUBMISSION_MODULE = "submission"
 
 
@@ -46,7 +45,7 @@ def _text(value: object) -> str:
         text = str(value)
     except BaseException:  # a student's __str__ may raise anything
         text = "<unprintable>"
-    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + " [...]"
+    return protocol.bounded(text)
 
 
 def describe_exception(err: BaseException, path: str) -> dict:
@@ -244,6 +243,8 @@ def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, notes: list[
     """Import the submission, say whether it is usable, then answer requests until EOF."""
     worker = Worker(path, spec, tally_fd)
     handle, send, recv = worker.handle, protocol.send, protocol.recv  # before the student's code runs
+    send(resp_fd, {"event": "importing"})  # set-up done: from here on, the student's code runs
+    _report_compiles(resp_fd, send)
     ready = worker.load()
     send(resp_fd, {"event": "ready", "notes": notes, **ready})
     if not ready["ok"]:
@@ -254,4 +255,33 @@ def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, notes: list[
             request = recv(req_fd)
         except protocol.PeerClosed:
             return
-        send(resp_fd, handle(request))
+        answer = handle(request)
+        try:
+            send(resp_fd, answer)
+        except (protocol.ProtocolError, TypeError, ValueError) as err:  # e.g. a complex tensor
+            send(resp_fd, {"ok": False, "error": {"type": "BadAnswer", "line": None, "message":
+                                    f"your code's answer cannot be read by the grader: {_text(err)}"}})
+
+
+def _report_compiles(resp_fd: int, send) -> None:
+    """Tell the harness when torch.compile starts and ends compiling, so that a first call that
+    compiles for seconds is not cut off by the per-call limit. Hooked on the student's first call
+    to torch.compile: importing torch._dynamo costs every other worker nothing."""
+    import functools
+
+    import torch
+    original, hooked = torch.compile, []
+
+    @functools.wraps(original)
+    def compile(*args, **kwargs):
+        if not hooked:
+            import torch._functorch.config
+            from torch._dynamo.callback import callback_handler
+            # op_vjp takes several gradients from one forward (retain_graph), which a compiled
+            # backward refuses when it may reuse ("donate") its buffers: a memory saving, no more
+            torch._functorch.config.donated_buffer = False
+            callback_handler.register_start_callback(lambda _: send(resp_fd, {"event": "compiling"}))
+            callback_handler.register_end_callback(lambda _: send(resp_fd, {"event": "compiled"}))
+            hooked.append(True)
+        return original(*args, **kwargs)
+    torch.compile = compile

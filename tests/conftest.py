@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -38,11 +39,12 @@ class Graded:
         return score == most
 
 
-def grade(path: Path, *extra: str, timeout: float = 240) -> Graded:
-    """Run the CLI the way a user does, with the JSON on stdout."""
+def grade(path: Path, *extra: str, timeout: float = 240, env: dict | None = None) -> Graded:
+    """Run the CLI the way a user does, with the JSON on stdout (`env`: variables to set for it)."""
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "grader", str(path), "--json", "-", *extra],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
     result = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
     return Graded(proc.returncode, result, proc.stderr, time.monotonic() - started)
 

@@ -8,12 +8,16 @@ sandbox it names (`# sandboxes: local docker`):
 - nothing of the grade is left running (no grader process, no process the attack marked, no
   container);
 - no file outside the sandbox's scratch space appeared or changed, in the places attacks aim at:
-  the project, the installed exercise, site-packages, the home folder, the temp folder, and the
+  the project, the installed exercise, site-packages, the grade's home and temp folders, and the
   platforms' result folders;
 - nothing the student wrote reaches the grader's screen or the result raw: no escape sequence, no
   other C0 or C1 control character, no bidirectional override, no lone surrogate, in the terminal
   text or any string of the result JSON; and no "Sandbox note" is one the submission forged (an
   attack marks its forgeries FORGED).
+Each grade runs with a temp folder (TMPDIR) and a home folder of its own, made here: the local
+sandbox makes its scratch space, the grade's temporary root, inside that TMPDIR, and those two are
+what is watched, not the machine's /tmp or home, which anything else on the machine may write to
+while the suite runs (the student's code may write in neither: Landlock).
 A file with a `# diagnosed: ID ...` line must also have each of these bug ids named in its result
 when it is graded (the delegation attacks: `uses_forbidden_builtin`).
 A file with a `# known-hole:` line is an attack the grader does not stop yet: its case is an
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sysconfig
 import tempfile
 import time
@@ -36,9 +41,10 @@ from tests.conftest import ROOT, SUBMISSIONS, grade
 ATTACKS = SUBMISSIONS / "attacks"
 TIME_LIMIT_S = 90 + 15            # the exercise's wall clock, plus start-up and the CLI's own work
 WATCHED = [ROOT, ROOT / "exercise" / "causal_self_attention", ROOT / "exercise" / "causal_self_attention" / "tests",
-           Path(sysconfig.get_paths()["purelib"]), Path.home(), Path(tempfile.gettempdir()),
-           Path("/autograder"), Path("/autograder/results"), Path("/grade"), Path("/grade/results"), Path("/")]
-OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container", "attack-daemon")
+           Path(sysconfig.get_paths()["purelib"]), Path("/autograder"), Path("/autograder/results"), Path("/grade"),
+           Path("/grade/results"), Path("/")]
+OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container")
+ATTACK_MARK = "attack-daemon"     # a process an attack started, whatever its environment
 # What must never reach a screen or a result file raw (written out here, not taken from the grader).
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
@@ -96,10 +102,10 @@ def cases():
             yield pytest.param(path, sandbox, id=f"{path.stem}-{sandbox}", marks=marks)
 
 
-def snapshot() -> dict[str, tuple]:
-    """Every entry of the watched folders (not recursive), with its kind, size and mtime."""
+def snapshot(*also: Path) -> dict[str, tuple]:
+    """Every entry of the watched folders and of `also` (not recursive), with its kind, size and mtime."""
     seen = {}
-    for folder in WATCHED:
+    for folder in [*WATCHED, *also]:
         try:
             entries = list(os.scandir(folder))
         except OSError:
@@ -116,24 +122,33 @@ def snapshot() -> dict[str, tuple]:
     return seen
 
 
-def running() -> set[str]:
-    """Command lines of processes that belong to a grade or to an attack."""
+def running(own: Path) -> set[str]:
+    """Command lines of processes that belong to this grade or to its attack: a process the attack
+    marked, or a grader process whose environment names the grade's own folders (every process of
+    a local grade inherits them), not those of other grades running on the machine meanwhile."""
     found = set()
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                if ATTACK_MARK in cmd or any(mark in cmd for mark in OUR_PROCESSES) \
+                        and str(own).encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                    found.add(f"{pid}: {cmd[:200]}")
             except OSError:
                 continue
-            if any(mark in cmd for mark in OUR_PROCESSES):
-                found.add(f"{pid}: {cmd[:200]}")
     return found
 
 
 def docker_leftovers() -> list[str]:
+    """Grading containers of the image these tests grade with: other grades on the machine use
+    their own image tags (GRADER_IMAGE), and their containers come and go meanwhile."""
     import docker
+
+    from sandbox.docker import DockerSandbox
     client = docker.from_env()
-    return [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})]
+    image = DockerSandbox().image
+    return [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})
+            if c.attrs.get("Config", {}).get("Image") == image]
 
 
 @pytest.fixture(scope="session")
@@ -162,15 +177,22 @@ def test_the_corpus_has_at_least_15_distinct_attacks():
 @pytest.mark.parametrize("path,sandbox", list(cases()))
 def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, attack_outcomes):
     ceiling = honest_score(path)
-    before_files, before_procs = snapshot(), running()
-    graded = grade(path, "--sandbox", sandbox, timeout=TIME_LIMIT_S + 60)
-    after_procs = running() - before_procs
+    own = Path(tempfile.mkdtemp(prefix="attack-grade-"))   # this grade's own temp and home folders
+    places = {"TMPDIR": own / "tmp", "HOME": own / "home"}
+    for place in places.values():
+        place.mkdir()
+    before_files = snapshot(*places.values())
+    before_containers = set(docker_leftovers()) if sandbox == "docker" else set()
+    graded = grade(path, "--sandbox", sandbox, timeout=TIME_LIMIT_S + 60,
+                   env={k: str(v) for k, v in places.items()})
+    after_procs = running(own)
     for _ in range(20):  # a PID namespace's processes die with it, a moment after the grade ends
         if not after_procs:
             break
         time.sleep(0.1)
-        after_procs = running() - before_procs
-    after_files = snapshot()
+        after_procs = running(own)
+    after_files = snapshot(*places.values())
+    shutil.rmtree(own, ignore_errors=True)
     changed = sorted(k for k in {*before_files, *after_files} if before_files.get(k) != after_files.get(k))
     result = graded.result or {}
     outcome = {"attack": path.stem, "sandbox": sandbox, "status": result.get("status"),
@@ -189,6 +211,6 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
     assert graded.seconds < TIME_LIMIT_S
     assert not after_procs, f"left running: {after_procs}"
     assert not changed, f"files changed outside the sandbox: {changed}"
-    if sandbox == "docker":
-        assert docker_leftovers() == []
+    if sandbox == "docker":  # containers of this grade: none that other grades on the machine started
+        assert set(docker_leftovers()) - before_containers == set()
     outcome["outcome"] = "held"

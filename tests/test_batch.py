@@ -40,15 +40,21 @@ class BatchRun:
         return json.loads((self.out / self.index()[key]["result_file"]).read_text())
 
 
+# The batches of this session keep their temporary files here (TMPDIR): every process they start
+# inherits it, which tells them from the grades that anything else on the machine runs meanwhile.
+OWN_TMP = Path(tempfile.mkdtemp(prefix="batch-tests-"))
+ENV = {**os.environ, "COLUMNS": "120", "TMPDIR": str(OWN_TMP)}
+
+
 def batch(folder: Path, out: Path, *extra: str, timeout: float = 600) -> BatchRun:
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "120"})
+                          capture_output=True, text=True, timeout=timeout, env=ENV)
     return BatchRun(proc.returncode, proc.stdout + proc.stderr, out)
 
 
 def start_batch(folder: Path, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
 
 
 def servers_of(pid: int) -> list[int]:
@@ -67,21 +73,27 @@ def servers_of(pid: int) -> list[int]:
 
 
 def leftovers() -> list[str]:
-    """Grading processes and containers still there."""
+    """Grading processes of this session's batches (their environment names OWN_TMP), processes an
+    isolation submission marked, and grading containers of the image these tests use, still there."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+                ours = any(m in cmd for m in (b"sandbox.warm", b"sandbox.zygote", b"sandbox.harness")) \
+                    and str(OWN_TMP).encode() in Path(f"/proc/{entry}/environ").read_bytes()
             except OSError:
                 continue
-            if any(m in cmd for m in (b"sandbox.warm", b"sandbox.zygote", b"sandbox.harness", b"leftover-mark")):
+            if ours or b"leftover-mark" in cmd:
                 found.append(cmd.replace(b"\0", b" ").decode(errors="replace")[:120])
     try:
         import docker
+
+        from sandbox.docker import DockerSandbox
         client = docker.from_env()
         client.ping()
-        found += [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})]
+        found += [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})
+                  if c.attrs.get("Config", {}).get("Image") == DockerSandbox().image]
     except Exception:  # noqa: BLE001  (no engine here: only the local processes count)
         pass
     return found
@@ -229,13 +241,13 @@ def test_ctrl_c_keeps_what_was_graded_and_a_rerun_finishes(tmp_path):
     assert len(rerun.gradebook()) == 6
 
 
-def one_slot_full_marks(tmp_path: Path, sandbox: str, name: str, copies: int) -> BatchRun:
+def one_slot_full_marks(tmp_path: Path, sandbox: str, name: str, copies: int, *extra: str) -> BatchRun:
     """Copies of an isolation submission graded one after another by one slot: each must get 100."""
     folder = tmp_path / "class"
     folder.mkdir()
     for i in range(copies):
         shutil.copy(ISOLATION / name, folder / f"{i}_{name}")
-    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox)
+    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox, *extra)
     assert run.exit_code == 0, run.output
     for key in sorted(run.gradebook()):
         result = run.result(key)
@@ -262,6 +274,32 @@ def test_a_submission_that_changes_the_zygote_leaves_the_next_one_a_fresh_sandbo
     the change, so each of the three is graded by a fresh server."""
     run = one_slot_full_marks(tmp_path, sandbox, "tamper_with_zygote.py", copies=3)
     assert "3 warm sandboxes started" in run.output
+
+
+@pytest.fixture
+def planted_keys():
+    """After the test: the kernel keys with the isolation submission's mark that this user can see
+    (a key left on the machine), removed so that a failure does not spoil the next run."""
+    import ctypes
+    found: list[str] = []
+    yield found
+    with open("/proc/keys") as f:
+        lines = [line for line in f if "leftover-mark-7f3a" in line]
+    for line in lines:
+        ctypes.CDLL(None).syscall(250 if os.uname().machine == "x86_64" else 219, 21, int(line.split()[0], 16))
+    found += lines
+    assert not lines, f"kernel keys left on the machine: {lines}"
+
+
+@pytest.mark.parametrize("mode", ["warm", "cold"])
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_kernel_state_of_one_grade_does_not_reach_the_next(tmp_path, sandbox, mode, planted_keys):
+    """keyring_ioprio_mqueue.py, graded three times by one slot, is rejected if it finds a kernel key,
+    an idle I/O priority or a POSIX message queue left by an earlier grade, and plants them all
+    itself: keys and queues are refused to workers (seccomp), and a warm zygote whose I/O priority
+    was changed is replaced (the reset compares it). Cold, a key would reach the next grade through
+    the user's keyring just the same."""
+    one_slot_full_marks(tmp_path, sandbox, "keyring_ioprio_mqueue.py", 3, *(["--cold"] if mode == "cold" else []))
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)

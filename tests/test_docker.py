@@ -138,3 +138,15 @@ def test_ctrl_c_removes_the_container(tmp_path):
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=60)
     assert leftovers() == []
+
+
+def test_torch_compile_without_a_compiler_in_the_image_says_so():
+    """The image has no C++ compiler, so inductor (torch.compile's default backend) cannot compile
+    there: the grade is still a graded result, and the feedback says why, not only torch's words."""
+    graded = grade(SUBMISSIONS / "correct" / "torch_compile_forward.py", "--sandbox", "docker", timeout=400)
+    result = graded.result
+    assert graded.exit_code == 0 and result["status"] == "graded", graded.terminal[-2000:]
+    failed = [t for t in result["tests"] if t["status"] != "passed"]
+    assert failed and all("needs a C++ compiler, and this sandbox has none" in t["feedback"] for t in failed
+                          if "InvalidCxxCompiler" in t["feedback"])
+    assert any("InvalidCxxCompiler" in t["feedback"] for t in failed)

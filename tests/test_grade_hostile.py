@@ -57,3 +57,30 @@ def test_output_flood_kills_the_worker_and_says_so():
     assert result["status"] == "graded" and result["score"] <= 5
     assert any("printed more than" in t["feedback"] for t in result["tests"])
     assert len(graded.terminal) < 100_000
+
+
+def test_endless_loop_beside_torch_compile_is_still_a_prompt_timeout():
+    """The compile hook gives a call that compiles the rest of the grade's time; a forward that
+    loops without compiling still times out after the per-call limit, and is called a loop."""
+    graded = grade(HOSTILE / "loop_in_compiled_module.py")
+    result = graded.result
+    assert graded.exit_code == 0 and result["status"] == "graded"
+    assert graded.seconds < 60, "four timed-out calls of 4 s and the rest not run: far below the 90 s limit"
+    timeouts = [t for t in result["tests"] if t["status"] == "timeout"]
+    assert timeouts and any("did not finish within 4 s (an infinite loop?)" in t["feedback"] for t in timeouts)
+    assert not any("compiling" in t["feedback"] for t in result["tests"])
+    assert result["score"] <= 5
+
+
+def test_a_source_that_blows_up_a_check_gets_a_graded_result_that_says_why():
+    """10 000 definitions of one name make the forbidden built-in scan grow with their square: the
+    harness's own memory limit stops it (or, on a loaded machine, its alarm before the wall clock),
+    the grade is still a graded result, and the points that hang on that check say why they were
+    not given (no benefit of the doubt)."""
+    graded = grade(SUBMISSIONS / "attacks" / "many_definitions_of_one_name.py")
+    result = graded.result
+    assert graded.exit_code == 0 and result["status"] == "graded", graded.terminal[-2000:]
+    compared = [t for t in result["tests"] if "matches_multihead_attention" in t["id"]]
+    assert compared and all(t["status"] == "failed" and ("could not check" in t["feedback"]
+                                                         or "time limit" in t["feedback"]) for t in compared)
+    assert result["score"] < 100

@@ -132,3 +132,25 @@ sys.exit("the forked child hung")
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_worker_whose_own_set_up_fails_is_the_graders_failure_not_the_students(tmp_path):
+    """The worker fails before it imports the submission (here: its scratch folder is gone, as when
+    the sandbox's own files are unreachable): that is status error, a grader failure to retry, and
+    never an exit blamed on the student's code."""
+    import json
+
+    from exercise import get
+    submission = tmp_path / "submission.py"
+    submission.write_text(CORRECT)
+    job = {"exercise": get().name, "submission": str(submission), "limits": get().limits.to_dict(),
+           "scratch": str(tmp_path / "no-such-folder")}
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.harness", "-", str(write_fd)],
+                            stdin=subprocess.PIPE, pass_fds=[write_fd])
+    os.close(write_fd)
+    proc.communicate(json.dumps(job).encode(), timeout=120)
+    with os.fdopen(read_fd) as f:
+        report = json.load(f)
+    assert report["status"] == "error", report
+    assert "could not set up a worker process before importing your file" in report["error"]

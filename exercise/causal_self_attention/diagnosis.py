@@ -113,7 +113,7 @@ def diagnose(student, source_lines: list[str], locate) -> Diagnosis:
             step(student, found, source_lines, locate)
         except (StudentCodeError, WorkerFailure):
             continue  # the step's own evidence is missing; the tests report the failure itself
-        except (RuntimeError, TypeError, ValueError, IndexError) as err:
+        except (RuntimeError, TypeError, ValueError, IndexError, ArithmeticError, MemoryError, RecursionError) as err:
             # An output of an odd shape or dtype that a probe could not digest: the tests grade it;
             # the diagnosis must never turn a student's mistake into a grader fault.
             found.skipped.append(f"{step.__name__.strip('_')}: {type(err).__name__}: {err}")
