@@ -106,9 +106,22 @@ def probes(dim: int = DIM, heads: int = HEADS, dtype: str = "float64") -> list[P
 
 
 def diagnose(student, source_lines: list[str], locate) -> Diagnosis:
-    """Run every probe against the student's module; never raises for what the student's code does."""
+    """What can be told before the tests run: the layers, and calls to the forbidden built-ins
+    (the comparison tests need that answer). Never raises for what the student's code does."""
     found = Diagnosis()
-    for step in (_structure, _outputs, _autograd, _training_mode, _forbidden):
+    _run(found, (_structure, _forbidden), student, source_lines, locate)
+    return found
+
+
+def complete(found: Diagnosis, student, source_lines: list[str], locate, *, failed: bool) -> None:
+    """The rest, after the tests: the probes that name what went wrong run only when a test failed,
+    so a correct submission pays for none of them; it still gets the check whose finding is advice
+    (a kernel other hardware would use)."""
+    _run(found, (_outputs, _autograd, _training_mode) if failed else (_kernels,), student, source_lines, locate)
+
+
+def _run(found: Diagnosis, steps, student, source_lines, locate) -> None:
+    for step in steps:
         try:
             step(student, found, source_lines, locate)
         except (StudentCodeError, WorkerFailure):
@@ -119,7 +132,10 @@ def diagnose(student, source_lines: list[str], locate) -> Diagnosis:
             found.skipped.append(f"{step.__name__.strip('_')}: {type(err).__name__}: {err}")
     if "params_depend_on_heads" in found.ids():  # per-head layers explain the wrong layout too
         found.findings = [f for f in found.findings if f.id != "wrong_layers"]
-    return found
+
+
+def _kernels(student, found: Diagnosis, *_):
+    _sdpa_math(student, found)
 
 
 # -- structure ---------------------------------------------------------------------------------------

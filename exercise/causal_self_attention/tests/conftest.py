@@ -165,20 +165,36 @@ def gated(attention_gate) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def diagnosis(student, findings):
-    """Which known mistakes explain this submission (see diagnosis.py), reported once per grade.
-    The meta-device advice comes last, from test_07_advice.py. At the end of the grade, a call to
-    a forbidden built-in that the workers counted after the diagnosis ran is reported too."""
-    from exercise.causal_self_attention.diagnosis import Finding, diagnose, forbidden_at_run_time
+    """Which known mistakes explain this submission (see diagnosis.py), reported once per grade:
+    the layers and the forbidden built-ins before the tests, the probes of what went wrong after
+    them, and only if a test failed. The meta-device advice comes from test_07_advice.py. At the
+    end of the grade, a call to a forbidden built-in that the workers counted after the first
+    check is reported too."""
+    from exercise.causal_self_attention.diagnosis import complete, diagnose, forbidden_at_run_time
+    _FAILED.clear()  # a warm sandbox's harness is a fork: start from nothing
     with student.side_allowance(timeouts=1):  # a hanging forward must not use up the tests' allowance
         found = diagnose(student, student.source_lines, student.locate)
-    for finding in found.findings:
-        findings.add(finding.to_report())
-    findings.note = found.unexplained
-    findings.skipped = found.skipped
     yield found
+    with student.side_allowance(timeouts=1):
+        complete(found, student, student.source_lines, student.locate, failed=bool(_FAILED))
     evidence = None if "uses_forbidden_builtin" in found.ids() else forbidden_at_run_time(student)
     if evidence:
-        findings.add(Finding("uses_forbidden_builtin", "at_run_time", evidence).to_report())
+        found.add("uses_forbidden_builtin", "at_run_time", evidence)
+    reported = {bug["id"] for bug in findings.bugs}
+    for finding in found.findings:
+        if finding.id not in reported:
+            findings.add(finding.to_report())
+    findings.note = found.unexplained
+    findings.skipped = found.skipped
+
+
+_FAILED: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    """Which tests failed, for the diagnosis after them."""
+    if report.failed:
+        _FAILED.append(report.nodeid)
 
 
 def _fail_if_delegated(student, diagnosis) -> None:
