@@ -36,7 +36,7 @@ def equal_score_weights(dim: int, n_heads: int, g: torch.Generator) -> dict[str,
             "proj.weight": uniform(dim, dim), "proj.bias": uniform(dim)}
 
 
-INPUTS = ((1, 1), (3, 5), (1, 9), (3, 17), (1, 40))   # (B, T)
+INPUTS = ((1, 1), (3, 9), (1, 40))   # (B, T)
 
 
 @pytest.mark.points(10)

@@ -82,7 +82,7 @@ def _fmt(values) -> str:
     return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
 
 
-PERTURB_CASES = [(24, 4, 2, 6, None), (12, 3, 3, 7, "all"), (8, 1, 1, 40, None), (32, 8, 3, 40, [40, 17, 3]),
+PERTURB_CASES = [(24, 4, 2, 6, None), (12, 3, 3, 7, "all"), (8, 1, 1, 12, None), (32, 8, 3, 40, [40, 17, 3]),
                  (8, 2, 3, 12, [12, 1, 6])]
 
 
