@@ -268,9 +268,18 @@ def _report_compiles(resp_fd: int, send) -> None:
     compiles for seconds is not cut off by the per-call limit. Hooked on the student's first call
     to torch.compile: importing torch._dynamo costs every other worker nothing."""
     import functools
+    import shutil
 
     import torch
     original, hooked = torch.compile, []
+    if not (shutil.which(os.environ.get("CXX") or "g++") or shutil.which("c++")):
+        # Inductor, torch.compile's default backend, needs a C++ compiler, and this sandbox (the
+        # image) has none: the code runs as written, uncompiled, which computes the same thing.
+        @functools.wraps(original)
+        def uncompiled(model=None, *args, **kwargs):
+            return model if model is not None else (lambda fn: fn)
+        torch.compile = uncompiled
+        return
 
     @functools.wraps(original)
     def compile(*args, **kwargs):

@@ -140,13 +140,12 @@ def test_ctrl_c_removes_the_container(tmp_path):
     assert leftovers() == []
 
 
-def test_torch_compile_without_a_compiler_in_the_image_says_so():
+def test_torch_compile_without_a_compiler_in_the_image_runs_uncompiled_for_full_marks():
     """The image has no C++ compiler, so inductor (torch.compile's default backend) cannot compile
-    there: the grade is still a graded result, and the feedback says why, not only torch's words."""
-    graded = grade(SUBMISSIONS / "correct" / "torch_compile_forward.py", "--sandbox", "docker", timeout=400)
+    there: the layer runs as written, uncompiled, which computes the same thing, and a correct
+    solution gets full marks within the default time limit."""
+    graded = grade(SUBMISSIONS / "correct" / "torch_compile_forward.py", "--sandbox", "docker", timeout=300)
     result = graded.result
     assert graded.exit_code == 0 and result["status"] == "graded", graded.terminal[-2000:]
-    failed = [t for t in result["tests"] if t["status"] != "passed"]
-    assert failed and all("needs a C++ compiler, and this sandbox has none" in t["feedback"] for t in failed
-                          if "InvalidCxxCompiler" in t["feedback"])
-    assert any("InvalidCxxCompiler" in t["feedback"] for t in failed)
+    assert [t["id"] for t in result["tests"] if t["status"] != "passed"] == []
+    assert result["score"] == 100
