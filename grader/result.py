@@ -142,8 +142,8 @@ class GradeResult:
         order: dict[str, list[TestResult]] = {}
         for test in self.tests:
             order.setdefault(test.group, []).append(test)
-        return [Group(key, tests[0].group_title, sum(t.score for t in tests),
-                      sum(t.max_score for t in tests), tuple(tests)) for key, tests in order.items()]
+        return [Group(key, tests[0].group_title, round(sum(t.score for t in tests), 9),
+                      round(sum(t.max_score for t in tests), 9), tuple(tests)) for key, tests in order.items()]
 
     def visible_part(self) -> GradeResult:
         """What a student may see before the due date: the visible tests, and the bugs that cost
@@ -158,8 +158,8 @@ class GradeResult:
                     f"{sum(t.max_score for t in held):g} points, "
                     f"{'are' if len(held) > 1 else 'is'} not shown yet.")
         return dataclasses.replace(self, tests=shown, bugs=bugs, withheld=withheld,
-                                   score=None if self.score is None else sum(t.score for t in shown),
-                                   max_score=sum(t.max_score for t in shown))
+                                   score=None if self.score is None else round(sum(t.score for t in shown), 9),
+                                   max_score=round(sum(t.max_score for t in shown), 9))
 
     def to_dict(self) -> dict:
         return {

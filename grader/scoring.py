@@ -31,7 +31,7 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     tests = tuple(_with_bugs(_test(raw), bugs) for raw in report.get("tests") or ())
     if not tests:
         raise ReportError("the report lists no tests")
-    max_score = sum(t.max_score for t in tests)
+    max_score = round(sum(t.max_score for t in tests), 9)
     if abs(max_score - exercise.max_score) > 1e-6:  # a report that is not the exercise's whole suite
         raise ReportError(f"the tests add up to {max_score:g} points, the exercise to {exercise.max_score:g}")
     internal = [raw for raw in report["tests"] if raw.get("internal")]
@@ -39,7 +39,7 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
         return GradeResult(status=Status.ERROR, score=None, max_score=max_score, tests=tests,
                            message=f"the grader failed in {internal[0].get('id')}: "
                                    f"{internal[0].get('feedback')}", **base)
-    score = sum(t.score for t in tests)
+    score = round(sum(t.score for t in tests), 9)  # points shared by a group's cases add up in floats
     bugs = _agreeing(bugs, tests)
     diagnosis = str(report.get("diagnosis_note") or "")
     if score < max_score and not diagnosis and all(b.advice for b in bugs):

@@ -312,7 +312,6 @@ class Student:
         self.budget_left = limits.tests_s
         self.restarts = 0
         self.timeouts = 0
-        self.compiling_s = 0.0  # of the current call, spent compiling (see _receive)
         self.answers = 0  # responses received: a test that raised after one was handling the student's data
         self.load_result: LoadResult | None = None
         self.tally: dict[int, int] = {}  # byte -> how often the workers wrote it (watch.py)
@@ -412,7 +411,6 @@ class Student:
                 self._fail("exit", "the submission no longer imports in a fresh worker")
         timeout = min(self.limits.call_s, self.budget_left, self.deadline - time.monotonic())
         started = time.monotonic()
-        self.compiling_s = 0.0
         try:
             try:
                 protocol.send(self.worker.req_fd, {"op": op, **fields}, deadline=started + timeout)
@@ -422,8 +420,8 @@ class Student:
             except OSError:
                 pass  # the worker is gone: _receive reports how it ended
             response = self._receive(op, started + timeout)
-        finally:  # compiling (torch.compile) is charged to the grade's wall clock, not to this budget
-            self.budget_left -= time.monotonic() - started - self.compiling_s
+        finally:
+            self.budget_left -= time.monotonic() - started
         self.answers += 1
         if not response.get("ok"):
             error = response.get("error") if isinstance(response.get("error"), dict) else {}
@@ -432,28 +430,11 @@ class Student:
         return response
 
     def _receive(self, op: str, deadline: float) -> dict:
-        """The worker's answer to `op`. While the worker says it compiles (torch.compile, whose first
-        call per shape may take seconds), the call may use what is left of the grade's wall clock:
-        a one-off compile is not held against the per-call limit, and once it ends that limit runs
-        again. A worker that only claims to compile spends its own grade's time, nothing else."""
-        worker, compiling_since = self.worker, None
+        """The worker's answer to `op`."""
+        worker = self.worker
         try:
-            while True:
-                message = protocol.recv(worker.resp_fd, deadline=deadline)
-                event = message.get("event")
-                if event == "compiling" and compiling_since is None:
-                    compiling_since, deadline = time.monotonic(), self.deadline
-                elif event == "compiled" and compiling_since is not None:
-                    self.compiling_s += time.monotonic() - compiling_since
-                    compiling_since = None
-                    deadline = min(time.monotonic() + self.limits.call_s, self.deadline)
-                elif event not in ("compiling", "compiled"):
-                    return message
+            return protocol.recv(worker.resp_fd, deadline=deadline)
         except protocol.Deadline:
-            if compiling_since is not None:
-                self._fail("timeout", f"torch.compile was still compiling your code after "
-                                      f"{time.monotonic() - compiling_since:.0f} s, when the grade's time "
-                                      f"limit ({self.limits.wall_s:g} s) ran out")
             seconds = self.limits.import_s if op in ("setup", "import") else self.limits.call_s
             what = "importing your file" if op in ("setup", "import") else "a call into your code"
             self._fail("timeout", f"{what} did not finish within {seconds:g} s (an infinite loop?)")
@@ -466,9 +447,6 @@ class Student:
             self._fail("exit", self._exit_message(worker))
         except protocol.ProtocolError as err:
             self._fail("protocol", f"the worker process sent a malformed answer ({bounded(err, 300)})")
-        finally:
-            if compiling_since is not None:
-                self.compiling_s += time.monotonic() - compiling_since
         raise AssertionError("unreachable")
 
     def _exit_message(self, worker: _WorkerProcess, own: bool = False) -> str:

@@ -244,7 +244,7 @@ def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, notes: list[
     worker = Worker(path, spec, tally_fd)
     handle, send, recv = worker.handle, protocol.send, protocol.recv  # before the student's code runs
     send(resp_fd, {"event": "importing"})  # set-up done: from here on, the student's code runs
-    _report_compiles(resp_fd, send)
+    _compile_as_written()
     ready = worker.load()
     send(resp_fd, {"event": "ready", "notes": notes, **ready})
     if not ready["ok"]:
@@ -263,34 +263,18 @@ def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, notes: list[
                                     f"your code's answer cannot be read by the grader: {_text(err)}"}})
 
 
-def _report_compiles(resp_fd: int, send) -> None:
-    """Tell the harness when torch.compile starts and ends compiling, so that a first call that
-    compiles for seconds is not cut off by the per-call limit. Hooked on the student's first call
-    to torch.compile: importing torch._dynamo costs every other worker nothing."""
+def _compile_as_written() -> None:
+    """torch.compile runs the code as written, uncompiled. By its own contract it computes the same
+    thing, and compiling here would cost a correct solution seconds to minutes for every shape the
+    tests use (measured on this project's 2-core machine), which the time limits were never meant to
+    pay; the image has no C++ compiler at all, and a warm sandbox's worker may not write inductor's
+    caches. Both forms work: torch.compile(f) and @torch.compile(mode=...)."""
     import functools
-    import shutil
 
     import torch
-    original, hooked = torch.compile, []
-    if not (shutil.which(os.environ.get("CXX") or "g++") or shutil.which("c++")):
-        # Inductor, torch.compile's default backend, needs a C++ compiler, and this sandbox (the
-        # image) has none: the code runs as written, uncompiled, which computes the same thing.
-        @functools.wraps(original)
-        def uncompiled(model=None, *args, **kwargs):
-            return model if model is not None else (lambda fn: fn)
-        torch.compile = uncompiled
-        return
+    original = torch.compile
 
     @functools.wraps(original)
-    def compile(*args, **kwargs):
-        if not hooked:
-            import torch._functorch.config
-            from torch._dynamo.callback import callback_handler
-            # op_vjp takes several gradients from one forward (retain_graph), which a compiled
-            # backward refuses when it may reuse ("donate") its buffers: a memory saving, no more
-            torch._functorch.config.donated_buffer = False
-            callback_handler.register_start_callback(lambda _: send(resp_fd, {"event": "compiling"}))
-            callback_handler.register_end_callback(lambda _: send(resp_fd, {"event": "compiled"}))
-            hooked.append(True)
-        return original(*args, **kwargs)
-    torch.compile = compile
+    def uncompiled(model=None, *args, **kwargs):
+        return model if model is not None else (lambda fn: fn)
+    torch.compile = uncompiled

@@ -138,6 +138,9 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
                                                     processes_capped=bool(command.get("processes_capped")),
                                                     really_root=bool(command.get("really_root", True)))
         os.environ.update(TMPDIR=command["cwd"], HOME=command["cwd"])
+        import tempfile
+        # gettempdir() keeps what it found first: a warm zygote's, which the worker may not write
+        tempfile.tempdir = command["cwd"]
         single_threaded_torch()
         notes += confine(writable=[command["cwd"]], hidden=list(command.get("hidden") or ()))
         from sandbox import protocol, worker

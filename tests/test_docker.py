@@ -141,9 +141,8 @@ def test_ctrl_c_removes_the_container(tmp_path):
 
 
 def test_torch_compile_without_a_compiler_in_the_image_runs_uncompiled_for_full_marks():
-    """The image has no C++ compiler, so inductor (torch.compile's default backend) cannot compile
-    there: the layer runs as written, uncompiled, which computes the same thing, and a correct
-    solution gets full marks within the default time limit."""
+    """torch.compile runs the layer as written, uncompiled (the image has no C++ compiler for
+    inductor anyway): a correct solution gets full marks within the default time limit."""
     graded = grade(SUBMISSIONS / "correct" / "torch_compile_forward.py", "--sandbox", "docker", timeout=300)
     result = graded.result
     assert graded.exit_code == 0 and result["status"] == "graded", graded.terminal[-2000:]

@@ -60,8 +60,8 @@ def test_output_flood_kills_the_worker_and_says_so():
 
 
 def test_endless_loop_beside_torch_compile_is_still_a_prompt_timeout():
-    """The compile hook gives a call that compiles the rest of the grade's time; a forward that
-    loops without compiling still times out after the per-call limit, and is called a loop."""
+    """torch.compile in a module changes nothing about the per-call limit: a forward that loops
+    still times out after it, and is called a loop."""
     graded = grade(HOSTILE / "loop_in_compiled_module.py")
     result = graded.result
     assert graded.exit_code == 0 and result["status"] == "graded"

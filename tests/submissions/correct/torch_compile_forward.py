@@ -1,6 +1,5 @@
-# A correct layer whose forward is compiled with torch.compile: its first calls compile (seconds
-# each, for every new shape), which the grader must not hold against the per-call limit.
-# time-limit: 400
+# A correct layer whose forward is compiled with torch.compile: it must get full marks within
+# the default time limit.
 import math
 
 import torch

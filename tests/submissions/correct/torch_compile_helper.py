@@ -1,5 +1,4 @@
 # A correct layer that compiles only its attention core, a module-level helper, with torch.compile.
-# time-limit: 400
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
