@@ -72,15 +72,13 @@ def test_endless_loop_beside_torch_compile_is_still_a_prompt_timeout():
     assert result["score"] <= 5
 
 
-def test_a_source_that_blows_up_a_check_gets_a_graded_result_that_says_why():
-    """10 000 definitions of one name make the forbidden built-in scan grow with their square: the
-    harness's own memory limit stops it (or, on a loaded machine, its alarm before the wall clock),
-    the grade is still a graded result, and the points that hang on that check say why they were
-    not given (no benefit of the doubt)."""
+def test_a_source_that_blew_up_the_old_check_is_graded_in_time():
+    """10 000 definitions of one name made the old forbidden built-in scan grow with their square
+    until the harness ran out of memory or time; the scan is linear now: the grade is a graded
+    result, in time, and the comparison tests ran (the file is otherwise an honest correct layer)."""
     graded = grade(SUBMISSIONS / "attacks" / "many_definitions_of_one_name.py")
     result = graded.result
     assert graded.exit_code == 0 and result["status"] == "graded", graded.terminal[-2000:]
     compared = [t for t in result["tests"] if "matches_multihead_attention" in t["id"]]
-    assert compared and all(t["status"] == "failed" and ("could not check" in t["feedback"]
-                                                         or "time limit" in t["feedback"]) for t in compared)
-    assert result["score"] < 100
+    assert compared and all(t["status"] == "passed" for t in compared), [t["feedback"][:200] for t in compared]
+    assert graded.seconds < 60

@@ -37,10 +37,13 @@ def equal_score_weights(dim: int, n_heads: int, g: torch.Generator) -> dict[str,
 
 
 INPUTS = ((1, 1), (3, 9), (1, 40))   # (B, T)
+# Every shape but head_dim 1: in one dimension, equal scores for every key need keys that do not
+# depend on the input (k rows of qkv all zero), which a module could recognise.
+CASES = [(shape, i) for shape, i in zip(SHAPES, SHAPE_IDS) if shape[0] // shape[1] > 1]
 
 
 @pytest.mark.points(10)
-@pytest.mark.parametrize("dim,n_heads", SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("dim,n_heads", [c for c, _ in CASES], ids=[i for _, i in CASES])
 def test_equal_scores_average_the_past(student, written_by_hand, gated, dim, n_heads):
     """With every score equal, position t outputs proj(mean of v over keys 0..t)"""
     for dtype in ("float32", "float64"):
