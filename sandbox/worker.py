@@ -238,15 +238,14 @@ def _preload_in_background(names) -> None:
         threading.Thread(target=load, daemon=True).start()
 
 
-def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, notes: list[str],
-          tally_fd: int | None = None) -> None:
+def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, tally_fd: int | None = None) -> None:
     """Import the submission, say whether it is usable, then answer requests until EOF."""
     worker = Worker(path, spec, tally_fd)
     handle, send, recv = worker.handle, protocol.send, protocol.recv  # before the student's code runs
     send(resp_fd, {"event": "importing"})  # set-up done: from here on, the student's code runs
     _compile_as_written()
     ready = worker.load()
-    send(resp_fd, {"event": "ready", "notes": notes, **ready})
+    send(resp_fd, {"event": "ready", **ready})  # the notes went out before the import (zygote)
     if not ready["ok"]:
         return
     _preload_in_background(spec.preload)

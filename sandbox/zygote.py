@@ -147,7 +147,7 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         # The notes go out before the student's code is imported: nothing it does can add to them.
         protocol.send(resp_fd, {"event": "confined", "notes": notes})
         worker.serve(req_fd, resp_fd, command["path"], worker.EntrySpec.from_dict(command["entry"]),
-                     notes=[], tally_fd=tally_fd)
+                     tally_fd=tally_fd)
         code = 0
     except BaseException:  # last resort in a forked child: never fall back into the zygote's loop
         code = 70

@@ -11,7 +11,6 @@ Where nothing matches, it says where the output is wrong and that no known mista
 """
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import dataclass, field
 
@@ -117,7 +116,7 @@ def complete(found: Diagnosis, student, source_lines: list[str], locate, *, fail
     """The rest, after the tests: the probes that name what went wrong run only when a test failed,
     so a correct submission pays for none of them; it still gets the check whose finding is advice
     (a kernel other hardware would use)."""
-    _run(found, (_outputs, _autograd, _training_mode) if failed else (_kernels,), student, source_lines, locate)
+    _run(found, (_outputs, _autograd, _training_mode) if failed else (_sdpa_math,), student, source_lines, locate)
 
 
 def _run(found: Diagnosis, steps, student, source_lines, locate) -> None:
@@ -132,10 +131,6 @@ def _run(found: Diagnosis, steps, student, source_lines, locate) -> None:
             found.skipped.append(f"{step.__name__.strip('_')}: {type(err).__name__}: {err}")
     if "params_depend_on_heads" in found.ids():  # per-head layers explain the wrong layout too
         found.findings = [f for f in found.findings if f.id != "wrong_layers"]
-
-
-def _kernels(student, found: Diagnosis, *_):
-    _sdpa_math(student, found)
 
 
 # -- structure ---------------------------------------------------------------------------------------
@@ -176,8 +171,7 @@ class Observed:
 
     @property
     def wrong_for_the_tests(self) -> bool:
-        return tuple(self.out.shape) != tuple(self.correct.shape) or not bool(torch.isclose(
-            self.out.double(), self.correct, equal_nan=True, **TOLERANCE[self.probe.dtype]).all())
+        return not _same(self.out, self.correct, self.probe.dtype, bounds=TOLERANCE)
 
 
 def _outputs(student, found: Diagnosis, source_lines, locate):
@@ -368,12 +362,10 @@ def _match_evidence(combo, values: dict, wrong: list[Observed], observed: list[O
 def _where_it_shows(wrong: list[Observed], observed: list[Observed], combo, values: dict) -> str:
     """'' when the mistake shows on every probe where its model differs from the correct layer;
     else which shapes it is limited to (n_heads, B, T)."""
-    def changed(o: Observed) -> torch.Tensor:   # (B, T): where the model differs from the correct layer
-        model = _model(o, combo, values.get((o.probe.dim, o.probe.heads)))
-        return ~_rows_equal(model, o.correct, o.probe.dtype)
-
-    differs = [o for o in observed if changed(o).any()]
-    rows = [(~_rows_equal(o.out, o.correct, o.probe.dtype), changed(o)) for o in wrong]
+    changed = {id(o): ~_rows_equal(_model(o, combo, values.get((o.probe.dim, o.probe.heads))), o.correct,
+                                   o.probe.dtype) for o in observed}   # (B, T): where the model differs
+    differs = [o for o in observed if changed[id(o)].any()]
+    rows = [(~_rows_equal(o.out, o.correct, o.probe.dtype), changed[id(o)]) for o in wrong]
     positions = ""
     if any(bool((c & ~w).any()) for w, c in rows):  # right at some positions the model would change
         at = sorted({t for w, _ in rows for t in w.nonzero()[:, 1].tolist()})
@@ -397,9 +389,9 @@ def _where_it_shows(wrong: list[Observed], observed: list[Observed], combo, valu
     return f" (it shows only where {shown}{positions}: elsewhere your output is right)"
 
 
-def _same(a: torch.Tensor, b: torch.Tensor, dtype: str = "float64") -> bool:
+def _same(a: torch.Tensor, b: torch.Tensor, dtype: str = "float64", bounds: dict = MATCH) -> bool:
     return tuple(a.shape) == tuple(b.shape) and bool(
-        torch.isclose(a.double(), b.double(), equal_nan=True, **MATCH[dtype]).all())
+        torch.isclose(a.double(), b.double(), equal_nan=True, **bounds[dtype]).all())
 
 
 def _gap(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -452,7 +444,7 @@ def _precision(wrong: list[Observed]) -> str:
             f"lose about 1e-3, float32 about 1e-7): compute in the input's dtype")
 
 
-def _sdpa_math(student, found: Diagnosis):
+def _sdpa_math(student, found: Diagnosis, *_):
     """Code that is right only on the default CPU kernel: SDPA given both attn_mask and
     is_causal=True, or .view() on SDPA's output, whose memory layout differs between kernels."""
     padded = probes()[2]

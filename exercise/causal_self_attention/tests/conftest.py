@@ -26,8 +26,7 @@ def attention_gate(student) -> str | None:
     - with the grader's weights in the stated layout, the output depends on the queries and on
       the keys (the q and the k rows of qkv), and as scores q.k do: with one of the two zero,
       the other no longer matters. Any order of q, k, v inside the layer (blocks in any order, or
-      interleaved per head) passes; a layer whose
-      output ignores q or k does not."""
+      interleaved per head) passes; a layer whose output ignores q or k does not."""
     problem = _mixes_past(student)
     if problem is None:
         problem = _not_affine(student)
