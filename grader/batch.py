@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import exercise as exercises
-import sandbox.backend as backends
 from grader import __version__, classreport, formats, grading, text
 from grader import submission as submissions
-from grader.errors import SandboxFailure, SubmissionRejected
+from grader.errors import SubmissionRejected
+from grader.pool import Pool, PoolClosed
 from grader.result import GradeResult, Status
 
 INDEX_SCHEMA = 1
@@ -129,7 +129,7 @@ class Batch:
         self.index_path = out / "index.json"
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._sandboxes: list = []
+        self._pool: Pool | None = None
 
     # --- planning ---------------------------------------------------------------------------
 
@@ -181,6 +181,9 @@ class Batch:
         pending: queue.Queue = queue.Queue()
         for unit in todo:
             pending.put(unit)
+        # The class's other files and results stay out of the student's sight.
+        self._pool = Pool(self.sandbox, min(self.jobs, max(len(todo), 1)), warm=self.warm,
+                          hidden=(str(self.folder.resolve()), str(self.out.resolve())))
         threads = [threading.Thread(target=self._slot, args=(pending, index, outcome, on_done), daemon=True)
                    for _ in range(min(self.jobs, len(todo)))]
         for thread in threads:
@@ -192,86 +195,48 @@ class Batch:
         except KeyboardInterrupt:
             outcome.interrupted = True
             self._stop.set()
-            self._close_sandboxes()  # ends the grades in flight; they are not recorded
+            self._pool.shutdown()  # ends the grades in flight; they are not recorded
             for thread in threads:
                 thread.join(30)
+        finally:
+            self._pool.close()
+            outcome.sandbox_starts = self._pool.starts
         outcome.rows = self._rows(units, self._load_index())
         return outcome
 
     def _slot(self, pending: queue.Queue, index: dict, outcome: Outcome, on_done) -> None:
-        sandbox = None
-        try:
-            while not self._stop.is_set():
+        while not self._stop.is_set():
+            try:
+                unit = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                result = self._grade(unit)
+            except PoolClosed:
+                return
+            if self._stop.is_set():
+                return  # interrupted mid-grade: this result is not trusted, and not recorded
+            try:
                 try:
-                    unit = pending.get_nowait()
-                except queue.Empty:
-                    return
-                if sandbox is None and unit.path is not None:
-                    sandbox = self._new_sandbox()
-                result = self._grade(unit, sandbox)
-                if self._stop.is_set():
-                    return  # interrupted mid-grade: this result is not trusted, and not recorded
-                try:
-                    try:
-                        self._record(unit, result, index)
-                    except (ValueError, TypeError) as err:  # a grader bug: that submission's error, not the slot's end
-                        result = grading.error_result(self.folder / unit.key, f"internal error: the result could not "
-                                                      f"be recorded ({type(err).__name__})", exercise=self.exercise,
-                                                      sandbox=self.sandbox)
-                        self._record(unit, result, index)
-                except OSError as err:  # the output folder broke (disk full, removed): stop, keep the rest
-                    outcome.failure = f"cannot record a result in {self.out}: {err.strerror or err}"
-                    self._stop.set()
-                    return
-                outcome.graded_now.append(unit.key)
-                on_done(unit.key, result)
-        finally:
-            if sandbox is not None and hasattr(sandbox, "close"):
-                sandbox.close()
-                with self._lock:
-                    outcome.sandbox_starts += getattr(sandbox, "starts", 0)
+                    self._record(unit, result, index)
+                except (ValueError, TypeError) as err:  # a grader bug: that submission's error, not the slot's end
+                    result = grading.error_result(self.folder / unit.key, f"internal error: the result could not "
+                                                  f"be recorded ({type(err).__name__})", exercise=self.exercise,
+                                                  sandbox=self.sandbox)
+                    self._record(unit, result, index)
+            except OSError as err:  # the output folder broke (disk full, removed): stop, keep the rest
+                outcome.failure = f"cannot record a result in {self.out}: {err.strerror or err}"
+                self._stop.set()
+                return
+            outcome.graded_now.append(unit.key)
+            on_done(unit.key, result)
 
-    def _new_sandbox(self):
-        """This slot's sandbox (a warm one starts on its first grade); shut down at once when the
-        batch is already stopping, so that no server starts after Ctrl-C."""
-        if self.warm:
-            from sandbox.warm import WARM
-            sandbox = WARM[self.sandbox]() if self.sandbox in WARM else backends.get(self.sandbox)
-        else:
-            sandbox = backends.get(self.sandbox)
-        with self._lock:
-            if self._stop.is_set() and hasattr(sandbox, "shutdown"):
-                sandbox.shutdown()
-            self._sandboxes.append(sandbox)
-        return sandbox
-
-    def _close_sandboxes(self) -> None:
-        with self._lock:
-            for sandbox in self._sandboxes:
-                if hasattr(sandbox, "shutdown"):
-                    try:
-                        sandbox.shutdown()
-                    except Exception:  # noqa: BLE001  (stopping anyway: one broken slot must not stop the rest)
-                        pass
-
-    def _grade(self, unit: Unit, sandbox) -> GradeResult:
+    def _grade(self, unit: Unit) -> GradeResult:
         """The unit's result; whatever goes wrong becomes a result of status error."""
-        try:
-            if unit.path is None:
-                return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
-                                               sandbox=self.sandbox)
-            if hasattr(sandbox, "start"):
-                sandbox.start()  # a warm sandbox's start is not this submission's grading time
-            # The class's other files and results stay out of the student's sight.
-            return grading.grade_file(unit.path, exercise=self.exercise, sandbox=self.sandbox,
-                                      wall_s=self.wall_s, backend=sandbox,
-                                      hidden=(str(self.folder.resolve()), str(self.out.resolve())))
-        except (SandboxFailure, backends.SandboxUnavailable) as failure:
-            message = failure.message if isinstance(failure, SandboxFailure) else str(failure)
-        except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, not the batch)
-            message = f"internal error: {type(err).__name__}: {err}"
-        return grading.error_result(unit.path or self.folder / unit.key, message, exercise=self.exercise,
-                                    sandbox=self.sandbox)
+        if unit.path is None:
+            return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
+                                           sandbox=self.sandbox)
+        return self._pool.grade(unit.path, exercise=self.exercise, wall_s=self.wall_s)
 
     def _record(self, unit: Unit, result: GradeResult, index: dict) -> None:
         """Write the result, then the index that points to it: an interrupt never leaves an index

@@ -20,6 +20,25 @@ DEFAULT_SANDBOX = "local"
 CONTAINED = ("docker",)
 
 
+def grade(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
+          wall_s: float | None = None, backend: backends.Sandbox | None = None, hidden: tuple[str, ...] = (),
+          on_log=None) -> GradeResult:
+    """grade_file, where a grader fault is a result of status error (no score) instead of an
+    exception: the one place where a fault becomes an `error` result. `on_log(text)` receives the
+    sandbox's log tail of a fault, for a terminal that shows it."""
+    try:
+        return grade_file(path, exercise=exercise, sandbox=sandbox, wall_s=wall_s, backend=backend, hidden=hidden)
+    except SandboxFailure as failure:
+        if failure.log and on_log is not None:
+            on_log(failure.log)
+        message = failure.message
+    except backends.SandboxUnavailable as failure:
+        message = str(failure)
+    except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, nothing more)
+        message = f"internal error: {type(err).__name__}: {err}"
+    return error_result(path, message, exercise=exercise, sandbox=sandbox)
+
+
 def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
                wall_s: float | None = None, backend: backends.Sandbox | None = None,
                hidden: tuple[str, ...] = ()) -> GradeResult:

@@ -1,0 +1,144 @@
+"""A pool of sandboxes that grade one submission each at a time: what `grade batch`, a queue worker
+and the HTTP service grade with. Thread-safe: any number of threads call grade(); each waits for a
+free slot. A slot's sandbox is started on its first grade and kept warm for the next.
+
+    with Pool(sandbox="local", slots=2) as pool:
+        result = pool.grade(Path("submit.py"), exercise="causal-self-attention")
+        result = pool.grade_bytes(data, "submit.py", exercise="causal-self-attention")
+
+A grade never raises for what the submission or the sandbox does: a grader fault is a result of
+status error (grading.grade).
+"""
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import sandbox.backend as backends
+from grader import grading
+from grader.result import GradeResult
+
+SAFE_NAME_CHARS = 120
+
+
+class PoolClosed(Exception):
+    """The pool was shut down: no grade starts any more."""
+
+
+class Pool:
+    """`slots` sandboxes named `sandbox`, warm (a long-lived server each) unless `warm` is False."""
+
+    def __init__(self, sandbox: str = grading.DEFAULT_SANDBOX, slots: int = 1, *, warm: bool = True,
+                 hidden: tuple[str, ...] = ()):
+        self.sandbox, self.slots, self.warm = sandbox, max(1, int(slots)), warm
+        self.hidden = tuple(hidden)  # paths no submission graded here may read (a class's folder, OUT)
+        self._free: queue.Queue = queue.Queue()
+        self._all: list = []
+        self._lock = threading.Lock()
+        self._shut = threading.Event()
+        for _ in range(self.slots):
+            self._free.put(None)  # a slot whose sandbox is made on first use
+
+    # --- grading ----------------------------------------------------------------------------
+
+    def grade(self, path: Path, *, exercise: str, wall_s: float | None = None,
+              hidden: tuple[str, ...] = ()) -> GradeResult:
+        """Grade the file at `path` in the next free slot; blocks until one is free."""
+        slot = self._take()
+        try:
+            if slot is None:
+                slot = self._new_slot()
+            if hasattr(slot, "start"):
+                try:
+                    slot.start()  # a warm server's start is not this submission's grading time
+                except backends.SandboxUnavailable as err:
+                    return grading.error_result(path, str(err), exercise=exercise, sandbox=self.sandbox)
+            return grading.grade(path, exercise=exercise, sandbox=self.sandbox, wall_s=wall_s, backend=slot,
+                                 hidden=(*self.hidden, *hidden))
+        finally:
+            self._free.put(slot)
+
+    def grade_bytes(self, data: bytes, name: str, *, exercise: str, wall_s: float | None = None) -> GradeResult:
+        """Grade a submission given as bytes, under its file name (only the last part of it is
+        used; its suffix says .py or .ipynb). The bytes are written to a private folder that no
+        other grade can read, and removed afterwards."""
+        folder = tempfile.mkdtemp(prefix="grade-upload-")
+        try:
+            path = Path(folder) / upload_name(name)
+            path.write_bytes(data)
+            return self.grade(path, exercise=exercise, wall_s=wall_s)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    # --- life cycle -------------------------------------------------------------------------
+
+    @property
+    def starts(self) -> int:
+        """Sandbox servers started so far, restarts included (0 for cold sandboxes)."""
+        with self._lock:
+            return sum(getattr(s, "starts", 0) for s in self._all)
+
+    def close(self) -> None:
+        """Stop every slot's server once its grade is over; grades may still come (they start new ones)."""
+        with self._lock:
+            slots = list(self._all)
+        for slot in slots:
+            if hasattr(slot, "close"):
+                slot.close()
+
+    def shutdown(self) -> None:
+        """Stop for good, now: grades in flight end as errors, and no grade starts any more."""
+        self._shut.set()
+        with self._lock:
+            slots = list(self._all)
+        for slot in slots:
+            if hasattr(slot, "shutdown"):
+                try:
+                    slot.shutdown()
+                except Exception:  # noqa: BLE001  (stopping anyway: one broken slot must not stop the rest)
+                    pass
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- slots ------------------------------------------------------------------------------
+
+    def _take(self):
+        while True:
+            if self._shut.is_set():
+                raise PoolClosed("the grading pool was shut down")
+            try:
+                return self._free.get(timeout=0.2)
+            except queue.Empty:
+                continue
+
+    def _new_slot(self):
+        if self.warm:
+            from sandbox.warm import WARM
+            slot = WARM[self.sandbox]() if self.sandbox in WARM else backends.get(self.sandbox)
+        else:
+            slot = backends.get(self.sandbox)
+        with self._lock:
+            self._all.append(slot)
+        if self._shut.is_set() and hasattr(slot, "shutdown"):
+            slot.shutdown()  # no server starts after a shutdown
+        return slot
+
+
+def upload_name(name: str) -> str:
+    """A safe file name for an upload called `name`: its last path part, without control
+    characters, at most SAFE_NAME_CHARS long, keeping its suffix; 'submission.py' if nothing is left."""
+    base = os.path.basename(str(name).replace("\\", "/"))
+    base = "".join(c for c in base if c.isprintable() and c not in "/\0").strip().lstrip(".")
+    stem, dot, suffix = base.rpartition(".")
+    if not dot:
+        stem, suffix = base, "py"
+    stem = stem[:SAFE_NAME_CHARS] or "submission"
+    return f"{stem}.{suffix[:16]}"
