@@ -1,0 +1,203 @@
+"""The contract between the host, the harness and the student worker: plain, frozen records that
+every side may read, and nothing else. An exercise declares its `Entry` (what the student submits);
+the host builds a `HarnessJob` from the exercise; the harness reads the job; the worker reads the
+entry. Nothing here names an exercise, and nothing here runs the student's code.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from sandbox.limits import Limits
+
+CLASS, FUNCTION = "class", "function"
+
+
+@dataclass(frozen=True)
+class Method:
+    """A method the tests call on an instance: its arguments after self, the first `required` of
+    them required (the rest default to None)."""
+    name: str
+    args: tuple[str, ...]
+    required: int | None = None
+
+    @property
+    def needed(self) -> int:
+        return len(self.args) if self.required is None else self.required
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the student submits, as the exercise declares it: a class (built with `args`, whose
+    instances are `base` and answer `methods`, the first of which is what a call runs) or a
+    function (called with `args`). A call returns `returns` tensors: one tensor, or a tuple of
+    them. The rest is for the sandbox: functions whose calls are counted (`watch`, sandbox.watch),
+    modules a worker imports in the background once it is ready (`preload`), Python source that a
+    warm sandbox runs once on one thread so that every process forked from it finds torch's lazy
+    set-up done for the exercise's kind of op (`warmup`), and named contexts a call may ask to
+    run inside (`contexts`: name -> an expression evaluated in the worker)."""
+    kind: str
+    name: str
+    args: tuple[str, ...] = ()
+    required: int | None = None
+    methods: tuple[Method, ...] = ()
+    base: str = ""
+    returns: int = 1
+    watch: tuple[str, ...] = ()
+    preload: tuple[str, ...] = ()
+    warmup: str = ""
+    contexts: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def a_class(cls, name: str, args: tuple[str, ...], *methods: Method, base: str = "torch.nn.Module",
+                **more) -> Entry:
+        return cls(CLASS, name, tuple(args), None, tuple(methods), base, **more)
+
+    @classmethod
+    def a_function(cls, name: str, args: tuple[str, ...], required: int | None = None, **more) -> Entry:
+        return cls(FUNCTION, name, tuple(args), required, **more)
+
+    def __post_init__(self):
+        if self.kind not in (CLASS, FUNCTION):
+            raise ValueError(f"an entry is a {CLASS} or a {FUNCTION}, not {self.kind!r}")
+        if not self.name.isidentifier():
+            raise ValueError(f"{self.name!r} is not a Python name")
+
+    @property
+    def needed(self) -> int:
+        return len(self.args) if self.required is None else self.required
+
+    def context(self, name: str) -> str | None:
+        return dict(self.contexts).get(name)
+
+    # --- what the student reads ---------------------------------------------------------------
+
+    def call_text(self, args: tuple[str, ...] | None = None, required: int | None = None) -> str:
+        """How the entry is called: `name(a, b, c=None)`."""
+        args = self.args if args is None else args
+        needed = len(args) if required is None else required
+        return f"{self.name}({', '.join([*args[:needed], *(f'{a}=None' for a in args[needed:])])})"
+
+    def describe(self) -> str:
+        """The entry in one phrase, for messages: "class CausalSelfAttention(dim, n_heads)"."""
+        return f"{self.kind} {self.call_text()}"
+
+    def defined_in(self, source: bytes) -> bool:
+        """Whether a file's bytes define the entry (a `class NAME` or `def NAME`): how one file is
+        chosen among several in an upload. Reading, not running: a guess that the grade confirms."""
+        keyword = b"class" if self.kind == CLASS else b"def"
+        return re.search(rb"\b" + keyword + rb"\s+" + re.escape(self.name.encode()) + rb"\b", source) is not None
+
+    # --- the wire -------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "args": list(self.args), "required": self.required,
+                "methods": [{"name": m.name, "args": list(m.args), "required": m.required} for m in self.methods],
+                "base": self.base, "returns": self.returns, "watch": list(self.watch),
+                "preload": list(self.preload), "warmup": self.warmup,
+                "contexts": [list(pair) for pair in self.contexts]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Entry:
+        methods = tuple(Method(str(m["name"]), tuple(m["args"]), m.get("required")) for m in d.get("methods") or ())
+        return cls(str(d["kind"]), str(d["name"]), tuple(d.get("args") or ()), d.get("required"), methods,
+                   str(d.get("base") or ""), int(d.get("returns", 1)), tuple(d.get("watch") or ()),
+                   tuple(d.get("preload") or ()), str(d.get("warmup") or ""),
+                   tuple((str(a), str(b)) for a, b in d.get("contexts") or ()))
+
+
+# How each way a submission can fail to load reads to the student. {entry} is Entry.describe();
+# the rest are the facts the worker reported. An exercise may word any of them its own way.
+REJECTIONS = {
+    "import_failed": "importing your file raised {type}: {message}{at}",
+    "exit_at_import": "your file ends the program while it is imported (SystemExit{at}); remove the "
+                      "sys.exit()/exit() call or put it under if __name__ == \"__main__\":",
+    "no_class": "your file defines no class {name}{found_list}; the class must be named exactly {name}",
+    "not_a_class": "{name} in your file is not a class (it is a value of type {found})",
+    "bad_init_signature": "{name} must be created as {call}; yours has {signature}{at}",
+    "bad_method_signature": "{method} must accept ({method_needed}) and ({method_full}); yours is {signature}{at}",
+    "no_function": "your file defines no function {name}{found_list}; the function must be named exactly {name}",
+    "not_a_function": "{name} in your file is not a function (it is a value of type {found})",
+    "bad_function_signature": "{name} must be callable as {call}; yours is {signature}{at}",
+}
+
+
+def rejection_text(entry: Entry, rejection: dict, at: str, texts: dict | None = None) -> str:
+    """The sentence for a rejection the worker reported (`rejection`: its reason and facts);
+    `at`: where in the student's file (" at line 3" or ""); `texts`: the exercise's own wordings."""
+    reason = str(rejection.get("reason"))
+    error = rejection.get("error") if isinstance(rejection.get("error"), dict) else {}
+    found = rejection.get("found")
+    method = next((m for m in entry.methods if m.name == rejection.get("method")),
+                  entry.methods[0] if entry.methods else Method("", ()))
+    facts = {
+        "entry": entry.describe(), "name": entry.name, "call": entry.call_text(),
+        "type": error.get("type"), "message": error.get("message"), "at": at, "found": found,
+        "signature": rejection.get("signature"),
+        "found_list": (f" ({'classes' if entry.kind == CLASS else 'functions'} found: {', '.join(map(str, found))})"
+                       if isinstance(found, list) and found else ""),
+        "method": method.name,
+        "method_needed": ", ".join(method.args[:method.needed]),
+        "method_full": ", ".join([*method.args[:method.needed], *(f"{a}=None" for a in method.args[method.needed:])]),
+    }
+    wording = {**REJECTIONS, **(texts or {})}
+    if reason in wording:
+        return wording[reason].format(**facts)
+    if reason.startswith("import_"):  # the worker timed out, exited or flooded while importing
+        return f"your file could not be imported: {rejection.get('message')}"
+    return f"your file could not be loaded ({reason})"
+
+
+@dataclass(frozen=True)
+class Zygote:
+    """A zygote someone else started and hands to the harness: its control socket's descriptor,
+    whether its ready message was taken, its notes, and whether a pids cgroup caps it."""
+    fd: int
+    ready: bool = False
+    notes: tuple[str, ...] = ()
+    capped: bool = False
+
+
+@dataclass(frozen=True)
+class HarnessJob:
+    """Everything the harness needs to grade one submission, built on the host from the exercise:
+    the exercise's name and version, its test package (a dotted module name, found wherever the
+    exercise is installed), the entry contract, the limits, the notebook line map, and places the
+    student's code may not read. The launcher fills in where the submission lies, the scratch
+    folder and (warm and image sandboxes) the zygote it started."""
+    exercise: str
+    version: str
+    tests: str
+    entry: Entry
+    limits: Limits = field(default_factory=Limits)
+    line_map: tuple = ()
+    hidden: tuple[str, ...] = ()
+    submission: str = ""
+    scratch: str = ""
+    zygote: Zygote | None = None
+
+    def at(self, submission: str, *, scratch: str = "", zygote: Zygote | None = None,
+           hidden: tuple[str, ...] = ()) -> HarnessJob:
+        """This job for a submission at `submission` (as the launcher placed it)."""
+        return replace(self, submission=submission, scratch=scratch, zygote=zygote,
+                       hidden=(*self.hidden, *hidden))
+
+    def to_dict(self) -> dict:
+        return {"exercise": self.exercise, "version": self.version, "tests": self.tests,
+                "entry": self.entry.to_dict(), "limits": self.limits.to_dict(),
+                "line_map": [list(row) if isinstance(row, (list, tuple)) else row for row in self.line_map],
+                "hidden": list(self.hidden), "submission": self.submission, "scratch": self.scratch,
+                "zygote": None if self.zygote is None else {"fd": self.zygote.fd, "ready": self.zygote.ready,
+                                                            "notes": list(self.zygote.notes),
+                                                            "capped": self.zygote.capped}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> HarnessJob:
+        z = d.get("zygote")
+        zygote = None if not z else Zygote(int(z["fd"]), bool(z.get("ready")), tuple(z.get("notes") or ()),
+                                           bool(z.get("capped")))
+        return cls(str(d["exercise"]), str(d.get("version", "")), str(d["tests"]), Entry.from_dict(d["entry"]),
+                   Limits.from_dict(d.get("limits") or {}), tuple(tuple(r) if isinstance(r, list) else r
+                                                                  for r in d.get("line_map") or ()),
+                   tuple(d.get("hidden") or ()), str(d.get("submission") or ""), str(d.get("scratch") or ""),
+                   zygote)
