@@ -19,10 +19,11 @@ EXIT_RESULT, EXIT_GRADER_FAILED = 0, 1  # 2 (bad command line) is Click's own
 
 
 class _DefaultToFile(click.Group):
-    """`grade SUBMISSION ...` means `grade file SUBMISSION ...`; named commands work as usual."""
+    """`grade SUBMISSION ...` (or `grade --exercise NAME SUBMISSION ...`) means `grade file ...`;
+    named commands, --help and --version work as usual."""
 
     def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help", "--version"):
             args = ["file", *args]
         return super().parse_args(ctx, args)
 

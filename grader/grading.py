@@ -56,8 +56,7 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
     except SubmissionRejected as rejected:
         return rejected_result(path, rejected.message, exercise=ex.name, sandbox=sandbox,
                                duration_s=time.monotonic() - started)
-    run = backend.run(backends.Job(exercise=ex.name, source=sub.script, limits=limits,
-                                   line_map=sub.line_map.to_list(), hidden=tuple(hidden)))
+    run = backend.run(backends.Job(ex.job(limits, sub.line_map.to_list(), tuple(hidden)), sub.script))
     if run.report is None:
         raise SandboxFailure(run.failure or "the sandbox gave no report", log=run.log_tail)
     try:
@@ -129,13 +128,13 @@ def find_submission(folder: Path, *, exercise: str = exercises.DEFAULT) -> Path:
         seen = sorted(str(p.relative_to(folder)) for p in files)[:10]
         raise SubmissionRejected("no_file", "your upload has no .py or .ipynb file"
                                  + (f" (files found: {', '.join(seen)})" if seen else " (it is empty)"))
-    class_name = exercises.get(exercise).entry.class_name
-    defining = [p for p in candidates if _defines(p, class_name)]
+    entry = exercises.get(exercise).entry
+    defining = [p for p in candidates if _defines(p, entry)]
     if len(defining) == 1:
         return defining[0]
     raise SubmissionRejected("ambiguous", f"your upload has {len(candidates)} .py/.ipynb files ({listing}) "
                              f"and {len(defining) or 'none'} of them define{'s' if len(defining) == 1 else ''} "
-                             f"class {class_name}; upload exactly one file that does")
+                             f"{entry.kind} {entry.name}; upload exactly one file that does")
 
 
 def upload_files(folder: Path) -> list[Path]:
@@ -176,10 +175,10 @@ def upload_files(folder: Path) -> list[Path]:
     return found
 
 
-def _defines(path: Path, class_name: str) -> bool:
+def _defines(path: Path, entry) -> bool:
     try:
         with open(path, "rb") as f:
-            return f"class {class_name}".encode() in f.read(5_000_000)
+            return entry.defined_in(f.read(5_000_000))
     except OSError:
         return False
 

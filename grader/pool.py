@@ -122,7 +122,7 @@ class Pool:
     def _new_slot(self):
         if self.warm:
             from sandbox.warm import WARM
-            slot = WARM[self.sandbox]() if self.sandbox in WARM else backends.get(self.sandbox)
+            slot = WARM[self.sandbox](prepare=warm_preparation()) if self.sandbox in WARM else backends.get(self.sandbox)
         else:
             slot = backends.get(self.sandbox)
         with self._lock:
@@ -130,6 +130,12 @@ class Pool:
         if self._shut.is_set() and hasattr(slot, "shutdown"):
             slot.shutdown()  # no server starts after a shutdown
         return slot
+
+
+def warm_preparation() -> list[dict]:
+    """What a warm sandbox prepares once for every exercise: its test package, its warm-up code."""
+    import exercise as exercises
+    return [{"tests": ex.tests_package, "warmup": ex.entry.warmup} for ex in exercises.all_exercises().values()]
 
 
 def upload_name(name: str) -> str:

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
+from sandbox.contract import HarnessJob
 from sandbox.limits import Limits
 
 SCRIPT_NAME = "submission.py"
@@ -12,16 +13,18 @@ SCRIPT_NAME = "submission.py"
 
 @dataclass(frozen=True)
 class Job:
-    """One submission to grade: the script to run (a notebook is already converted) and its limits."""
-    exercise: str
+    """One submission to grade: the harness's job (built on the host from the exercise) and the
+    script to run (a notebook is already converted)."""
+    harness: HarnessJob
     source: bytes
-    limits: Limits
-    line_map: list = field(default_factory=list)
-    hidden: tuple[str, ...] = ()   # more paths the student's code may not read
 
-    def to_harness(self, submission_path: str) -> dict:
-        return {"exercise": self.exercise, "submission": submission_path, "limits": self.limits.to_dict(),
-                "line_map": self.line_map, "hidden": list(self.hidden)}
+    @property
+    def limits(self) -> Limits:
+        return self.harness.limits
+
+    def to_harness(self, submission_path: str, **placed) -> dict:
+        """The harness's job, for the submission where the launcher put it, as JSON-ready data."""
+        return self.harness.at(submission_path, **placed).to_dict()
 
 
 @dataclass(frozen=True)

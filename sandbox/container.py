@@ -40,7 +40,7 @@ def run_job(job: dict, wall_s: float) -> tuple[bytes | None, str | None]:
     started = time.monotonic()
     parent, _ = start_student_zygote()
     read_fd, write_fd = os.pipe()
-    job = {**job, "zygote_fd": parent.fileno(), "scratch": SCRATCH}
+    job = {**job, "zygote": {"fd": parent.fileno()}, "scratch": SCRATCH}
     harness = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.harness", "-", str(write_fd)],
                                pass_fds=[write_fd, parent.fileno()], user=HARNESS_USER,
                                group=HARNESS_USER, extra_groups=[], stdin=subprocess.PIPE,
@@ -64,7 +64,7 @@ def run_job(job: dict, wall_s: float) -> tuple[bytes | None, str | None]:
     return (data, None) if data else (None, f"the harness exited with code {harness.returncode} without a report")
 
 
-def start_student_zygote(warm: bool = False) -> tuple[socket.socket, subprocess.Popen]:
+def start_student_zygote(warm: tuple[str, ...] | None = None) -> tuple[socket.socket, subprocess.Popen]:
     """A zygote running as the student user, and the socket that commands it."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     process = subprocess.Popen(zygote_command(child.fileno(), warm),

@@ -35,7 +35,7 @@ class LocalSandbox:
                 f.write(job.source)
             job_file = os.path.join(scratch, "job.json")
             with open(job_file, "w") as f:  # the machine's temp folder stays hidden from the student
-                json.dump({**job.to_harness(script), "hidden": [*job.hidden, tempfile.gettempdir()]}, f)
+                json.dump(job.to_harness(script, hidden=(tempfile.gettempdir(),)), f)
             read_fd, write_fd = os.pipe()
             try:  # the grade's own temporary root: whatever the harness and the workers make goes there
                 process = subprocess.Popen(

@@ -55,8 +55,9 @@ _PR_SET_PDEATHSIG = 1
 class Server:
     """The slot's side of the sandbox: one zygote, and a fork of itself per submission."""
 
-    def __init__(self, image: bool):
+    def __init__(self, image: bool, prepare: list[dict]):
         self.image = image
+        self.prepare = prepare  # per exercise: its test package, and its warm-up source
         self.zygote = None
         self.notes: list[str] = []
         self.can_reset = False
@@ -73,32 +74,31 @@ class Server:
                 become,
                 start_student_zygote,
             )
-            control, process = start_student_zygote(warm=True)
+            control, process = start_student_zygote(warm=self._warm_ups())
             self.zygote = Zygote(control, process, [])
             self.student_uid = pwd.getpwnam(STUDENT_USER).pw_uid
             become(HARNESS_USER)
             os.environ["HOME"] = tempfile.gettempdir()
         else:
             from sandbox.harness import ZYGOTE_PIDS
-            self.zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=True)
+            self.zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=self._warm_ups())
         self.notes = list(self.zygote.notes)
         # Without Landlock a worker may write outside its scratch folder and reach the zygote: no
         # reset could vouch for that, so every submission then gets a fresh server.
         self.can_reset = landlock_abi() >= 1
         if not self.can_reset:
             self.notes.append("warm sandbox restarted after every submission: no Landlock on this kernel")
-        # What every harness needs, imported and warmed up once, on one thread (see warm_up_torch).
+        # What every harness needs, imported and warmed up once, on one thread (see warm_up).
         import pytest  # noqa: F401
         import pytest_jsonreport.plugin  # noqa: F401
 
-        import exercise
         import sandbox.harness
         import sandbox.pytest_plugin  # noqa: F401
-        from sandbox.zygote import preload_lazy_torch_modules, warm_up_torch
+        from sandbox.zygote import preload_lazy_torch_modules, warm_up
         preload_lazy_torch_modules()
-        warm_up_torch()
-        for ex in exercise.all_exercises().values():
-            _import_tests(ex)
+        warm_up(self._warm_ups())
+        for exercise in self.prepare:
+            _import_tests(str(exercise["tests"]))
         self.zygote.wait_ready(READY_TIMEOUT_S)
         # Only now, with the zygote running, has `unshare` surely made its namespaces and forked the
         # zygote: the process we started is `unshare` with the zygote as its only child, or the zygote.
@@ -106,6 +106,9 @@ class Server:
         self.private_ipc = self.image or _own_ipc_namespace(started)
         children = [child for child, parent in _parents().items() if parent == started]
         self.zygote_pid = children[0] if children else started
+
+    def _warm_ups(self) -> tuple[str, ...]:
+        return tuple(str(p.get("warmup") or "") for p in self.prepare)
 
     def grade(self, message: dict) -> tuple[dict, str]:
         """The reply to one job, and the scratch folder that reset() must clear after it is sent."""
@@ -121,8 +124,8 @@ class Server:
             f.write(base64.b64decode(message["source"]))
         os.chmod(path, 0o444)
         job = {**{k: v for k, v in message.items() if k not in ("id", "source")}, "submission": path,
-               "scratch": scratch, "zygote_fd": self.zygote.control.fileno(), "zygote_ready": True,
-               "zygote_notes": self.notes, "zygote_capped": self.zygote.processes_capped}
+               "scratch": scratch, "zygote": {"fd": self.zygote.control.fileno(), "ready": True,
+                                              "notes": self.notes, "capped": self.zygote.processes_capped}}
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -211,12 +214,14 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _import_tests(ex) -> None:
-    """Import the exercise's test modules under the names pytest gives them (their package path),
+def _import_tests(package: str) -> None:
+    """Import an exercise's test modules under the names pytest gives them (their package path),
     so that each grade's pytest finds them imported instead of importing them again."""
     import importlib
-    package = ex.tests_dir.relative_to(ex.directory.parent.parent).as_posix().replace("/", ".")
-    for path in sorted(ex.tests_dir.glob("*.py")):
+    import pathlib
+
+    from sandbox.harness import tests_folder
+    for path in sorted(pathlib.Path(tests_folder(package)).glob("*.py")):
         if path.stem == "conftest" or path.stem.startswith("test_"):
             importlib.import_module(f"{package}.{path.stem}")
 
@@ -231,7 +236,7 @@ def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         from sandbox.zygote import close_fds_except
-        close_fds_except({0, 1, 2, write_fd, int(job["zygote_fd"])})  # not the protocol's stdout, nor read_fd
+        close_fds_except({0, 1, 2, write_fd, int(job["zygote"]["fd"])})  # not the protocol's stdout, nor read_fd
         os.chdir(os.path.dirname(job["submission"]))
         from sandbox.harness import report_text
         text = report_text(job).encode()
@@ -253,10 +258,11 @@ def _kill_and_reap(pid: int) -> None:
 
 def main() -> int:
     image = "--image" in sys.argv[1:]
+    prepare = json.loads(base64.b64decode(sys.argv[sys.argv.index("--prepare") + 1])) if "--prepare" in sys.argv else []
     channel = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol's own copy of stdout
     os.dup2(2, 1)                                     # anything else printed goes to the log
     sys.stdout = sys.stderr
-    server = Server(image=image)
+    server = Server(image=image, prepare=prepare)
     try:
         server.start()
         channel.write(json.dumps({"event": "ready", "notes": server.notes}) + "\n")
@@ -318,7 +324,8 @@ class WarmSandbox:
     """A Sandbox (run(job) -> RunResult) backed by one warm server, restarted whenever it must be."""
     backend = "local"
 
-    def __init__(self):
+    def __init__(self, prepare: list[dict] = ()):
+        self.prepare = list(prepare)  # per exercise: {"tests": its test package, "warmup": its source}
         self._lines: _Lines | None = None
         self._reset_pending = False   # the server is clearing up after the last job
         self.notes: list[str] = []
@@ -335,6 +342,9 @@ class WarmSandbox:
 
     def _stop(self) -> None:
         raise NotImplementedError
+
+    def _prepare_args(self) -> list[str]:
+        return ["--prepare", base64.b64encode(json.dumps(self.prepare).encode()).decode()]
 
     def start(self) -> None:
         """Have a server ready: the running one once it has cleared up after its last job, else a
@@ -408,7 +418,8 @@ class WarmLocal(WarmSandbox):
     backend = "local"
 
     def _open(self):
-        self.process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.warm"], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.warm", *self._prepare_args()],
+                                        stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
         return iter(lambda: self.process.stdout.read1(1 << 16), b"")
@@ -431,8 +442,8 @@ class WarmDocker(WarmSandbox):
     """The server as a container from the grader image, locked down as the Docker backend's are."""
     backend = "docker"
 
-    def __init__(self, image: str | None = None):
-        super().__init__()
+    def __init__(self, prepare: list[dict] = (), image: str | None = None):
+        super().__init__(prepare)
         from sandbox.docker import DockerSandbox
         self.cold = DockerSandbox(image)
         self.container = None
@@ -445,7 +456,7 @@ class WarmDocker(WarmSandbox):
         # auto_remove: should this process die, the server sees its stdin close, exits, and goes.
         self.container = client.containers.create(
             self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels={"attention-grader": "warm"},
-            entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image"], stdin_open=True, init=True,
+            entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image", *self._prepare_args()], stdin_open=True, init=True,
             auto_remove=True, **container_options())
         try:
             self.socket = client.api.attach_socket(self.container.id,
