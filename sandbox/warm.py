@@ -19,7 +19,7 @@ starts a fresh one. Without Landlock it never vouches, and every submission gets
 
 Protocol: one JSON object per line. The server says {"event": "ready", "notes": [...]} once, then
 answers each job (the harness's job with the submission's "source" in base64, and an "id") with
-{"id", "report" (the harness's JSON text, or null), "failure"}, and then, once it has cleared up,
+{"id", "report" (the harness's report, or null), "failure"}, and then, once it has cleared up,
 {"event": "reset", "clean": bool}; after a clean-up it cannot vouch for, it exits.
 """
 from __future__ import annotations
@@ -43,6 +43,7 @@ from sandbox.backend import (
     RunResult,
     SandboxUnavailable,
 )
+from sandbox.launch import Launched, run_harness
 
 READY_TIMEOUT_S = 180.0   # a server's start: the torch, pytest and exercise imports, on a loaded machine
 REPLY_MARGIN_S = 30.0     # beyond a job's wall clock, on a busy machine
@@ -112,7 +113,6 @@ class Server:
 
     def grade(self, message: dict) -> tuple[dict, str]:
         """The reply to one job, and the scratch folder that reset() must clear after it is sent."""
-        from sandbox.local import read_until
         started = time.monotonic()
         wall_s = float(message["limits"]["wall_s"])
         scratch = tempfile.mkdtemp(prefix="grade-")
@@ -126,24 +126,14 @@ class Server:
         job = {**{k: v for k, v in message.items() if k not in ("id", "source")}, "submission": path,
                "scratch": scratch, "zygote": {"fd": self.zygote.control.fileno(), "ready": True,
                                               "notes": self.notes, "capped": self.zygote.processes_capped}}
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            _harness_child(job, read_fd, write_fd)  # never returns
-        os.close(write_fd)
-        try:
-            raw, timed_out = read_until(read_fd, started + wall_s)
-        finally:
-            os.close(read_fd)
-            _kill_and_reap(pid)
-        reply = {"id": message.get("id"), "report": None, "failure": None}
-        if timed_out:
-            reply["failure"] = f"the sandbox did not finish within {wall_s:g} s"
-        elif not raw:
-            reply["failure"] = "the harness ended without a report"
-        else:
-            reply["report"] = raw.decode(errors="replace")
-        return reply, scratch
+
+        def launch(write_fd: int) -> Launched:
+            pid = os.fork()
+            if pid == 0:
+                _harness_child(job, write_fd)  # never returns
+            return Launched(stop=lambda: _kill_and_reap(pid))
+        run = run_harness(launch, wall_s, started=started)
+        return {"id": message.get("id"), "report": run.report, "failure": run.failure}, scratch
 
     def reset(self, scratch: str) -> bool:
         """Leave nothing of the last submission: its processes, IPC objects and files, and no change
@@ -226,7 +216,7 @@ def _import_tests(package: str) -> None:
             importlib.import_module(f"{package}.{path.stem}")
 
 
-def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
+def _harness_child(job: dict, write_fd: int) -> None:
     """In the fork: run the harness on `job`, the report into `write_fd`; never returns."""
     code = 0
     try:
@@ -236,7 +226,7 @@ def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         from sandbox.zygote import close_fds_except
-        close_fds_except({0, 1, 2, write_fd, int(job["zygote"]["fd"])})  # not the protocol's stdout, nor read_fd
+        close_fds_except({0, 1, 2, write_fd, int(job["zygote"]["fd"])})  # not the protocol's stdout, nor the read end
         os.chdir(os.path.dirname(job["submission"]))
         from sandbox.harness import report_text
         text = report_text(job).encode()
@@ -247,13 +237,13 @@ def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
     os._exit(code)
 
 
-def _kill_and_reap(pid: int) -> None:
+def _kill_and_reap(pid: int) -> int | None:
     from sandbox.zygote import kill_session
     kill_session(pid)
     try:
-        os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     except ChildProcessError:
-        pass
+        return None
 
 
 def main() -> int:
@@ -395,8 +385,9 @@ class WarmSandbox:
                 self.close()
                 continue
             self._reset_pending = True
-            return RunResult.of((reply.get("report") or "").encode(), time.monotonic() - started,
-                                reply.get("failure") or "the harness's report is not a JSON object")
+            report = reply.get("report") if isinstance(reply.get("report"), dict) else None
+            return RunResult(report, time.monotonic() - started,
+                             None if report else str(reply.get("failure") or "the warm sandbox sent no report"))
         return RunResult(None, time.monotonic() - started, f"the warm {self.backend} sandbox failed: {failure}")
 
     def close(self) -> None:
@@ -411,77 +402,6 @@ class WarmSandbox:
         """Stop the server for good: a job in flight fails, and no new server starts."""
         self._shut.set()
         self.close()
-
-
-class WarmLocal(WarmSandbox):
-    """The server as a child process of this one, in its own session."""
-    backend = "local"
-
-    def _open(self):
-        self.process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.warm", *self._prepare_args()],
-                                        stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
-        return iter(lambda: self.process.stdout.read1(1 << 16), b"")
-
-    def _write(self, data: bytes) -> None:
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
-
-    def _stop(self) -> None:
-        from sandbox.local import kill_group
-        kill_group(self.process)
-        for stream in (self.process.stdin, self.process.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
-
-
-class WarmDocker(WarmSandbox):
-    """The server as a container from the grader image, locked down as the Docker backend's are."""
-    backend = "docker"
-
-    def __init__(self, prepare: list[dict] = (), image: str | None = None):
-        super().__init__(prepare)
-        from sandbox.docker import DockerSandbox
-        self.cold = DockerSandbox(image)
-        self.container = None
-
-    def _open(self):
-        from docker.utils.socket import frames_iter
-
-        from sandbox.docker import container_options
-        client = self.cold.client()
-        # auto_remove: should this process die, the server sees its stdin close, exits, and goes.
-        self.container = client.containers.create(
-            self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels={"attention-grader": "warm"},
-            entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image", *self._prepare_args()], stdin_open=True, init=True,
-            auto_remove=True, **container_options())
-        try:
-            self.socket = client.api.attach_socket(self.container.id,
-                                                   params={"stdin": 1, "stdout": 1, "stream": 1})
-            self.container.start()
-        except Exception:
-            self.container.remove(force=True)
-            raise
-        return (data for _stream, data in frames_iter(self.socket, tty=False))
-
-    def _write(self, data: bytes) -> None:
-        self.socket._sock.sendall(data)
-
-    def _stop(self) -> None:
-        try:
-            self.socket.close()
-        except Exception:
-            pass
-        try:
-            self.container.remove(force=True)
-        except Exception:  # already gone, or the engine went away: nothing left to remove here
-            pass
-
-
-WARM = {"local": WarmLocal, "docker": WarmDocker}
 
 
 if __name__ == "__main__":

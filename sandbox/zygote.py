@@ -70,7 +70,7 @@ def main() -> None:
 
 def preload_lazy_torch_modules() -> None:
     """Import what torch 2.13 would import on the first backward through softmax or the first
-    masked nn.MultiheadAttention call (sympy, via symbolic_shapes): 0.4 s that every forked
+    masked call of a torch.nn layer (sympy, via symbolic_shapes): 0.4 s that every forked
     worker would otherwise pay again. An import, not an op, so forking stays safe."""
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
