@@ -21,12 +21,13 @@ from pathlib import Path
 import sandbox.registry as registry
 from sandbox.backend import ColdSlot, SandboxUnavailable, Slot
 from grader import grading
+from grader.errors import GraderError
 from grader.result import GradeResult
 
 SAFE_NAME_CHARS = 120
 
 
-class PoolClosed(Exception):
+class PoolClosed(GraderError):
     """The pool was shut down: no grade starts any more."""
 
 

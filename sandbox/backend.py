@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sandbox.contract import HarnessJob
+from sandbox.errors import GraderError
 from sandbox.limits import Limits
 
 SCRIPT_NAME = "submission.py"
@@ -105,5 +106,5 @@ class ColdSlot:
         self._shut = True
 
 
-class SandboxUnavailable(Exception):
+class SandboxUnavailable(GraderError):
     """The backend cannot run here at all (no engine, no image); the message says what to do."""

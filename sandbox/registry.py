@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 
 from sandbox.backend import Sandbox
+from sandbox.errors import GraderError
 
 
-class UnknownSandbox(LookupError):
+class UnknownSandbox(GraderError, LookupError):
     def __init__(self, name: str, known: list[str]):
         self.name, self.known = name, known
         super().__init__(f"unknown sandbox {name!r}; known: {', '.join(known)}")
