@@ -314,6 +314,7 @@ class _Lines:
 class WarmSandbox:
     """A Sandbox (run(job) -> RunResult) backed by one warm server, restarted whenever it must be."""
     backend = "local"
+    contained = False
 
     def __init__(self, prepare: list[dict] = ()):
         self.prepare = list(prepare)  # per exercise: {"tests": its test package, "warmup": its source}
