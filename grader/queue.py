@@ -84,7 +84,6 @@ def settings(broker: str) -> dict:
         task_serializer="json", accept_content=["json"], result_serializer="json",
         task_queues=[Queue(lane, Exchange(lane, type="direct"), routing_key=lane) for lane in LANES], task_default_queue=LANES[0],
         broker_connection_retry_on_startup=True, broker_connection_max_retries=None,  # ride out a restart
-        worker_send_task_events=False, worker_hijack_root_logger=True,
     )
 
 
@@ -241,8 +240,8 @@ def _submit(broker: str, data: bytes, name: str, *, exercise: str, sandbox: str,
 
 
 def state(broker: str, grade_id: str) -> str:
-    """"queued", "running", "done" (a result with a score or a rejection) or "failed" (a result of
-    status error: the grader failed, no score). KeyError for an id never submitted (or forgotten)."""
+    """Where the grade is: queued, running, done (a result with a score, or a rejection) or failed
+    (a result of status error: the grader failed, no score). KeyError for an id never submitted."""
     stored, running, queued = _store(broker).look(grade_id)
     if stored is not None:
         return "failed" if stored.get("status") == Status.ERROR.value else "done"
@@ -359,7 +358,9 @@ def _pool(sandbox: str) -> Pool:
 
 @signals.worker_process_init.connect
 def _warm_up(**_) -> None:
-    _pool(_worker_sandbox)
+    """Each worker process starts its warm sandbox as it starts (beside: Celery waits only seconds
+    for a new process to say it is up), so that the first upload it takes does not wait for it."""
+    threading.Thread(target=_pool(_worker_sandbox).warm_up, daemon=True).start()
 
 
 @signals.worker_process_shutdown.connect

@@ -118,8 +118,31 @@ class Workers:
         self.procs[name].wait(30)
 
     def kill_all(self) -> None:
+        """Every worker, and then what they started in sessions of its own (warm sandboxes, which
+        end on their own once their worker is gone): none of this test's processes is left."""
         for name in self.procs:
             self.kill(name)
+        deadline = time.monotonic() + 30
+        while _own_processes() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in _own_processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _own_processes() -> list[int]:
+    """The processes these tests started, known by OWN_TMP in their environment."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if str(OWN_TMP).encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 @pytest.fixture
@@ -173,6 +196,7 @@ def check_out_once(out: Path, names: list[str]) -> None:
     assert sorted(gradebook(out)) == sorted(names)
     assert sorted(results(out)) == sorted(names)
     assert len(list((out / "results").glob("*.json"))) == len(names)
+    assert (out / "report.html").is_file()
 
 
 def test_a_class_graded_by_two_workers_gets_what_a_local_batch_gives(tmp_path, workers, redis_server):
@@ -289,6 +313,28 @@ def test_a_redis_restart_mid_batch_loses_nothing(tmp_path, workers, redis_server
     assert proc.returncode == 0, output[-3000:]
     check_out_once(tmp_path / "out", [p.name for p in files])
     assert all(row["status"] == "graded" and row["score"] == "100" for row in gradebook(tmp_path / "out").values())
+
+
+def test_ctrl_c_keeps_what_was_recorded_and_a_rerun_collects_the_rest(tmp_path, workers, redis_server):
+    files = CORRECT[24:30]
+    folder = copy_class(tmp_path / "class", files)
+    workers.start("a")
+    proc = start_batch(folder, tmp_path / "out", "--queue", redis_server.url)
+    try:
+        _until(lambda: (tmp_path / "out" / "index.json").is_file(), 240, "a first result")
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, output[-3000:]
+    kept = len(results(tmp_path / "out"))
+    assert 1 <= kept < len(files)
+    rerun = batch(folder, tmp_path / "out", "--queue", redis_server.url)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert f"{kept} submission(s) already graded under the same key: kept" in rerun.stdout
+    check_out_once(tmp_path / "out", [p.name for p in files])
+    # What was sent before Ctrl-C was graded by the worker meanwhile, once: the rerun only collected it.
+    assert len(workers.grade_lines("a")) == len(files)
 
 
 def test_a_poison_task_ends_as_an_error_after_its_retries(tmp_path, workers, redis_server):
