@@ -227,7 +227,7 @@ def _submit(broker: str, data: bytes, name: str, *, exercise: str, sandbox: str,
     payload = {"id": gid, "data": base64.b64encode(data).decode(), "name": name, "exercise": exercise,
                "sandbox": sandbox, "time_limit": time_limit, "lane": lane}
     try:
-        # argsrepr: what `celery inspect` and logs show of the task, not the student's code
+        # argsrepr: what Celery's events (Flower) and logs show of the task, not the student's code
         app_for(broker).send_task(TASK, args=[payload], queue=lane, routing_key=lane, retry=True,
                                   argsrepr=f"{name!r} id={gid[:12]} lane={lane}", kwargsrepr="{}",
                                   retry_policy={"max_retries": int(OUTAGE_S // 2), "interval_start": 0,

@@ -21,7 +21,6 @@ import pytest
 from tests.conftest import EXAMPLES, ROOT, SUBMISSIONS, grade
 
 REDIS_SERVER = shutil.which("redis-server")
-pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="no redis-server: scripts/services installs it")
 
 CORRECT = sorted((SUBMISSIONS / "correct").glob("*.py"))
 BUGGY = sorted((SUBMISSIONS / "buggy").glob("*.py"))
@@ -83,6 +82,8 @@ class RedisServer:
 
 @pytest.fixture
 def redis_server(tmp_path):
+    if REDIS_SERVER is None:
+        pytest.skip("no redis-server: scripts/services installs it")
     server = RedisServer(tmp_path / "redis")
     yield server
     server.kill()
@@ -378,3 +379,15 @@ def test_an_interactive_upload_goes_before_200_regrades(tmp_path, workers, redis
     # few that ended while this test looked; taking the lanes in turn would give 20 or more.
     assert during <= 8, during
     assert done(regrades) <= 100
+
+
+def test_a_batch_without_a_queue_needs_no_celery(tmp_path):
+    folder = copy_class(tmp_path / "class", [SUBMISSIONS / "malformed" / "syntax_error.py"])
+    script = ("import runpy, sys\n"
+              f"sys.argv = ['grade', 'batch', {str(folder)!r}, '--out', {str(tmp_path / 'out')!r}]\n"
+              "try:\n    runpy.run_module('grader', run_name='__main__')\n"
+              "except SystemExit as end:\n    code = end.code\n"
+              "print('exit', code, 'celery loaded:', 'celery' in sys.modules, 'redis loaded:', 'redis' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=_env())
+    assert "exit 0 celery loaded: False redis loaded: False" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert gradebook(tmp_path / "out")["syntax_error.py"]["status"] == "rejected"
