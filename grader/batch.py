@@ -52,6 +52,11 @@ class Unit:
         return digest.hexdigest()
 
 
+def setting(exercise: str, sandbox: str, wall_s: float | None) -> str:
+    """Everything but the file that can change a grade: a rerun with another one regrades."""
+    return json.dumps([exercises.get(exercise).fingerprint(), __version__, sandbox, wall_s])
+
+
 def discover(folder: Path, exercise: str) -> list[Unit]:
     """The submissions in `folder`, by name; hidden entries and __pycache__ are skipped. Whatever
     an entry is (a link, a huge or unreadable file, a folder nested too deep, a name that is not
@@ -119,12 +124,13 @@ class Batch:
 
     def __init__(self, folder: Path, out: Path, *, exercise: str = exercises.DEFAULT,
                  sandbox: str = grading.DEFAULT_SANDBOX, jobs: int = 1, warm: bool = True,
-                 force: bool = False, wall_s: float | None = None):
-        self.folder, self.out, self.exercise, self.sandbox = folder, out, exercise, sandbox
+                 force: bool = False, wall_s: float | None = None, queue: str | None = None):
+        """`queue`: a Redis URL whose workers grade the submissions (grader.queue) instead of
+        this machine's own sandboxes."""
+        self.folder, self.out, self.exercise, self.sandbox, self.queue = folder, out, exercise, sandbox, queue
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
         self.fingerprint = exercises.get(exercise).fingerprint()
-        # Everything but the file that can change a grade: a rerun with another one regrades.
-        self.setting = json.dumps([self.fingerprint, __version__, sandbox, wall_s])
+        self.setting = setting(exercise, sandbox, wall_s)
         self.results_dir = out / "results"
         self.index_path = out / "index.json"
         self._lock = threading.Lock()
@@ -181,9 +187,13 @@ class Batch:
         pending: queue.Queue = queue.Queue()
         for unit in todo:
             pending.put(unit)
-        # The class's other files and results stay out of the student's sight.
-        self._pool = Pool(self.sandbox, min(self.jobs, max(len(todo), 1)), warm=self.warm,
-                          hidden=(str(self.folder.resolve()), str(self.out.resolve())))
+        if self.queue:  # imported only here: a batch without a queue needs neither Celery nor Redis
+            from grader.queue import QueuePool
+            self._pool = QueuePool(self.queue, todo, exercise=self.exercise, sandbox=self.sandbox,
+                                   wall_s=self.wall_s, fresh=self.force)
+        else:  # the class's other files and results stay out of the student's sight
+            self._pool = Pool(self.sandbox, min(self.jobs, max(len(todo), 1)), warm=self.warm,
+                              hidden=(str(self.folder.resolve()), str(self.out.resolve())))
         threads = [threading.Thread(target=self._slot, args=(pending, index, outcome, on_done), daemon=True)
                    for _ in range(min(self.jobs, len(todo)))]
         for thread in threads:

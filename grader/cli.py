@@ -67,6 +67,12 @@ def _check_exercise(ctx, param, name: str) -> str:
     return name
 
 
+def _check_redis_url(ctx, param, url: str | None) -> str | None:
+    if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+        raise click.BadParameter(f"{url!r} is not a Redis URL (redis://HOST:PORT/DB)")
+    return url
+
+
 @main.command("file")
 @click.argument("submission", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--json", "json_out", metavar="OUT", help="Write the result JSON to OUT ('-' for stdout).")
@@ -121,8 +127,10 @@ def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | Non
               help="A fresh sandbox and a cold start per submission, as `grade FILE` does (slower; for comparison).")
 @click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
               help="Wall-clock limit per submission (default: the exercise's own).")
+@click.option("--queue", "queue_url", metavar="redis://HOST:PORT/DB", callback=_check_redis_url,
+              help="Send the submissions to the `grade worker`s of this Redis instead of grading them here.")
 def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name: str, force: bool, cold: bool,
-                time_limit: float | None):
+                time_limit: float | None, queue_url: str | None):
     """Grade every submission in FOLDER: each .py or .ipynb in it, and each sub-folder (a folder per
     student, where the file that defines the exercise's class is graded).
 
@@ -145,15 +153,22 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     from grader import batch as batches
     from grader import classreport
     console = Console(highlight=False)
-    try:
-        registry.get(sandbox).check()  # before any grade: a sandbox that cannot run here is one message
-    except SandboxUnavailable as err:
-        raise click.ClickException(str(err)) from err
+    if queue_url and cold:
+        raise click.BadParameter("the queue's workers grade in warm sandboxes: leave out --cold", param_hint="--cold")
+    if not queue_url:  # with a queue, the sandbox is the workers' business
+        try:
+            registry.get(sandbox).check()  # before any grade: a sandbox that cannot run here is one message
+        except SandboxUnavailable as err:
+            raise click.ClickException(str(err)) from err
     units = batches.discover(folder, exercise_name)
     if not units:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
     job = batches.Batch(folder, out, exercise=exercise_name, sandbox=sandbox, jobs=jobs, warm=not cold,
-                        force=force, wall_s=time_limit)
+                        force=force, wall_s=time_limit, queue=queue_url)
+    unreachable: tuple = ()
+    if queue_url:
+        from grader.queue import QueueUnavailable
+        unreachable = (QueueUnavailable, ValueError)
     counts = {status.value: 0 for status in Status}
     progress = Progress(TextColumn("[bold]grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                         TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console,
@@ -172,13 +187,13 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     try:
         with progress:
             outcome = job.run(units, on_start=started, on_done=done)
-    except batches.BatchBusy as err:
+    except (batches.BatchBusy, *unreachable) as err:
         raise click.ClickException(str(err)) from err
     except OSError as err:
         raise click.ClickException(f"cannot write to {out}: {err.strerror or err}") from err
     classreport.print_summary(classreport.summarize(outcome.rows), console)
     starts = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
-              if not cold and outcome.graded_now else "")
+              if not cold and not queue_url and outcome.graded_now else " · by the queue's workers" if queue_url else "")
     console.print(f"graded {len(outcome.graded_now)}, kept {len(outcome.kept)} · {outcome.duration_s:.1f} s"
                   f"{starts}", soft_wrap=True)
     console.print(f"wrote {out / 'gradebook.csv'} and {out / 'report.html'}", soft_wrap=True)
@@ -190,6 +205,27 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     if outcome.failure:
         raise click.ClickException(f"{outcome.failure}; the results recorded before are kept")
     sys.exit(EXIT_GRADER_FAILED if outcome.errors or missing else EXIT_RESULT)
+
+
+@main.command("worker")
+@click.option("--broker", required=True, metavar="redis://HOST:PORT/DB", callback=_check_redis_url,
+              help="The Redis that holds the queue and the results.")
+@click.option("--slots", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Submissions graded at once: one warm sandbox (and worker process) each.")
+@_sandbox_option()
+@click.option("--queues", "lanes", default="interactive,regrade", show_default=True,
+              help="The lanes to take tasks from, the first first.")
+@click.option("--name", metavar="NAME@HOST", help="The worker's name in `celery inspect` (default: grade<pid>@host).")
+def grade_worker(broker: str, slots: int, sandbox: str, lanes: str, name: str | None):
+    """Grade submissions sent to BROKER (by `grade batch --queue`, or grader.queue.submit) until
+    stopped: one log line per grade. SIGTERM lets the grades in flight finish first."""
+    from grader import queue as queues
+    chosen = [lane.strip() for lane in lanes.split(",") if lane.strip()]
+    unknown = [lane for lane in chosen if lane not in queues.LANES]
+    if unknown or not chosen:
+        raise click.BadParameter(f"unknown lane(s) {', '.join(unknown) or '(none given)'}; the lanes are "
+                                 f"{', '.join(queues.LANES)}", param_hint="--queues")
+    queues.run_worker(broker, slots=slots, sandbox=sandbox, lanes=chosen, name=name)
 
 
 @main.group("platform")

@@ -77,6 +77,22 @@ class Pool:
 
     # --- life cycle -------------------------------------------------------------------------
 
+    def warm_up(self) -> None:
+        """Start every slot's sandbox now instead of on its first grade (a queue worker waiting for
+        work); grades meanwhile wait for their slot. A sandbox that does not start is left to its
+        first grade, which reports it."""
+        slots = [self._take() for _ in range(self.slots)]
+        try:
+            for i, slot in enumerate(slots):
+                slots[i] = slot = self._new_slot() if slot is None else slot
+                try:
+                    slot.start()
+                except SandboxUnavailable:
+                    pass
+        finally:
+            for slot in slots:
+                self._free.put(slot)
+
     @property
     def starts(self) -> int:
         """Sandbox servers started so far, restarts included (0 for cold sandboxes)."""

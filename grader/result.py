@@ -161,6 +161,26 @@ class GradeResult:
                                    score=None if self.score is None else round(sum(t.score for t in shown), 9),
                                    max_score=round(sum(t.max_score for t in shown), 9))
 
+    @classmethod
+    def from_dict(cls, d: dict) -> GradeResult:
+        """The result back from its native JSON (to_dict), as a queue worker sends it: its to_dict
+        gives the same JSON. What that JSON leaves out (the test groups' titles, the groups a bug
+        costs points in, the start of what the student printed) stays empty."""
+        tests = tuple(TestResult(id=t["id"], name=t["name"], group=t["group"], group_title="",
+                                 status=TestStatus(t["status"]), score=t["score"], max_score=t["max_score"],
+                                 feedback=t.get("feedback", ""), bugs=tuple(t.get("bugs", ())),
+                                 visibility=Visibility(t.get("visibility", Visibility.VISIBLE.value)))
+                      for t in d.get("tests", ()))
+        bugs = tuple(Bug(id=b["id"], title=b["title"], explanation=b["explanation"], fix=b["fix"],
+                         variant=b.get("variant"), evidence=b.get("evidence", ""), advice=b.get("advice", False))
+                     for b in d.get("bugs", ()))
+        return cls(exercise=d["exercise"], submission_name=d["submission"]["name"],
+                   submission_sha256=d["submission"]["sha256"], status=Status(d["status"]), score=d["score"],
+                   max_score=d["max_score"], tests=tests, bugs=bugs, message=d.get("message", ""),
+                   diagnosis=d.get("diagnosis", ""), notes=tuple(d.get("notes", ())),
+                   duration_s=d.get("duration_s", 0.0), environment=d.get("environment", {}),
+                   feedback=d.get("feedback", ""))
+
     def to_dict(self) -> dict:
         return {
             "schema": SCHEMA,
