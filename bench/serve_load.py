@@ -18,11 +18,8 @@ import argparse
 import asyncio
 import hashlib
 import itertools
-import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +29,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.serving import Server, free_port, new_token  # noqa: E402  (the tests' way to start a server)
+from tests.serving import QueueStack, Server, new_token  # noqa: E402  (the tests' way to start a server)
 
 CORPUS = ROOT / "tests" / "submissions"
 POLL_S = 0.2
@@ -108,8 +105,9 @@ def run_mode(mode: str, args, folder: Path) -> None:
     stop = []
     try:
         if mode == "queue":
-            broker = start_queue(folder, args.slots, stop)
-            server = Server(folder, "--queue", broker, "--tokens", str(tokens), "--rate-limit", "1000000")
+            stack = QueueStack(folder, workers=2, slots=max(1, args.slots // 2))
+            stop.append(stack.stop)
+            server = Server(folder, "--queue", stack.broker, "--tokens", str(tokens), "--rate-limit", "1000000")
         else:
             server = Server(folder, "--slots", str(args.slots), "--tokens", str(tokens), "--rate-limit", "1000000")
         stop.append(server.stop)
@@ -129,37 +127,6 @@ def run_mode(mode: str, args, folder: Path) -> None:
     finally:
         for fn in reversed(stop):
             fn()
-
-
-def start_queue(folder: Path, slots: int, stop: list) -> str:
-    """A redis-server and two `grade worker`s of the bench's own; their stoppers go on `stop`."""
-    port = free_port()
-    broker = f"redis://127.0.0.1:{port}/0"
-    config = [str(ROOT / "deploy" / "redis.conf")] if (ROOT / "deploy" / "redis.conf").exists() else []
-    procs = []
-
-    def kill_all():
-        for proc in reversed(procs):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=30)
-    stop.append(kill_all)
-    procs.append(subprocess.Popen([shutil.which("redis-server"), *config, "--port", str(port), "--bind", "127.0.0.1",
-                                   "--dir", str(folder), "--daemonize", "no"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.STDOUT, start_new_session=True))
-    for n in (1, 2):
-        log = folder / f"worker{n}.log"
-        procs.append(subprocess.Popen([sys.executable, "-m", "grader", "worker", "--broker", broker,
-                                       "--slots", str(max(1, slots // 2)), "--name", f"load{n}@bench"],
-                                      stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True))
-        deadline = time.monotonic() + 120
-        while "ready." not in log.read_text():
-            if time.monotonic() > deadline or procs[-1].poll() is not None:
-                raise RuntimeError(f"worker {n} did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.2)
-    return broker
 
 
 def main() -> None:

@@ -179,6 +179,23 @@ class GradeResult:
                                    score=None if self.score is None else round(sum(t.score for t in shown), 9),
                                    max_score=round(sum(t.max_score for t in shown), 9))
 
+    @classmethod
+    def from_dict(cls, d: dict) -> GradeResult:
+        """The result back from its native JSON (a queue worker's answer, a stored result): what
+        the service renders as a page or turns into a platform's format. Raises KeyError or
+        ValueError for a document that is not a native result."""
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"not a native result of schema {SCHEMA}: {d.get('schema')!r}")
+        submission = d.get("submission") or {}
+        return cls(exercise=str(d["exercise"]), submission_name=str(submission.get("name", "")),
+                   submission_sha256=str(submission.get("sha256", "")), status=Status(d["status"]),
+                   score=None if d.get("score") is None else float(d["score"]), max_score=float(d["max_score"]),
+                   tests=tuple(TestResult.from_dict(t) for t in d.get("tests") or ()),
+                   bugs=tuple(Bug.from_dict(b) for b in d.get("bugs") or ()), message=str(d.get("message", "")),
+                   diagnosis=str(d.get("diagnosis", "")), notes=tuple(str(n) for n in d.get("notes") or ()),
+                   duration_s=float(d.get("duration_s") or 0.0), environment=dict(d.get("environment") or {}),
+                   feedback=str(d.get("feedback", "")))
+
     def to_dict(self) -> dict:
         return {
             "schema": SCHEMA,
@@ -196,20 +213,3 @@ class GradeResult:
             "duration_s": round(self.duration_s, 3),
             "environment": self.environment,
         }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> GradeResult:
-        """The result back from its native JSON (a queue worker's answer, a stored result): what
-        the service renders as a page or turns into a platform's format. Raises KeyError or
-        ValueError for a document that is not a native result."""
-        if d.get("schema") != SCHEMA:
-            raise ValueError(f"not a native result of schema {SCHEMA}: {d.get('schema')!r}")
-        submission = d.get("submission") or {}
-        return cls(exercise=str(d["exercise"]), submission_name=str(submission.get("name", "")),
-                   submission_sha256=str(submission.get("sha256", "")), status=Status(d["status"]),
-                   score=None if d.get("score") is None else float(d["score"]), max_score=float(d["max_score"]),
-                   tests=tuple(TestResult.from_dict(t) for t in d.get("tests") or ()),
-                   bugs=tuple(Bug.from_dict(b) for b in d.get("bugs") or ()), message=str(d.get("message", "")),
-                   diagnosis=str(d.get("diagnosis", "")), notes=tuple(str(n) for n in d.get("notes") or ()),
-                   duration_s=float(d.get("duration_s") or 0.0), environment=dict(d.get("environment") or {}),
-                   feedback=str(d.get("feedback", "")))

@@ -14,7 +14,6 @@ import stat
 import threading
 import time
 
-import httpx
 import pytest
 
 from tests.conftest import SUBMISSIONS, grade
@@ -325,3 +324,20 @@ def test_hostile_names_and_content_are_escaped_on_the_page(server, a):
     # A page grade is nobody's on the API.
     assert server.client.get(f"/v1/grades/{grade_id}", headers=a.headers).status_code == 404
     assert server.client.get("/grades/AAAAAAAAAAAAAAAAAAAAAA").status_code == 404
+
+
+def test_a_restarted_service_keeps_its_grades_with_store(folder, tokens, a):
+    store = folder / "store"
+    first = Server(folder, "--tokens", str(tokens[0]), "--slots", "1", "--store", str(store))
+    try:
+        data = CORPUS[3].read_bytes() + b"\n# store test\n"
+        document = first.grade(a, data, "kept.py")
+    finally:
+        first.stop()
+    second = Server(folder, "--tokens", str(tokens[0]), "--slots", "1", "--store", str(store))
+    try:
+        assert second.client.get(document["url"], headers=a.headers).json() == document
+        again = second.upload(a, data, "kept.py")
+        assert again.status_code == 200 and again.json()["result"] == document["result"]
+    finally:
+        second.stop()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import math
@@ -80,7 +81,11 @@ class Service:
         answer (the queue), else recorded as failed (an embedded pool's jobs died with it)."""
         for grade in self.store.unfinished():
             if grade.job and isinstance(self.engine, engines.Queued):
-                self._follow(grade.job, grade)
+                if grade.job in self.waiting:
+                    self.waiting[grade.job].append(grade)
+                else:
+                    self.by_key[grade.key] = grade.job
+                    self._follow(grade.job, grade)
             else:
                 self.store.finish(grade, engines.FAILED, engines.failed_result(
                     grade.name, "the service restarted before this grade finished; upload the file again",
@@ -239,12 +244,18 @@ async def _answer(send, status: int, detail: str, headers: list) -> None:
 def create_app(settings: Settings):
     """The ASGI application `grade serve` runs: FastAPI inside the guard and the body limit."""
     service = Service(settings)
-    api = FastAPI(title="attention-grader", version=__version__,
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_):
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.close()
+
+    api = FastAPI(title="attention-grader", version=__version__, lifespan=lifespan,
                   description="Grade a submission over HTTP. Every /v1 request needs "
                               "`Authorization: Bearer TOKEN` (made by `grade token new`).")
-    api.state.service = service
-    api.router.on_startup.append(service.start)
-    api.router.on_shutdown.append(service.close)
     bearer = HTTPBearer(auto_error=False, description="A token made by `grade token new NAME --tokens FILE`.")
 
     authorized = [Security(bearer)]  # shown on /docs; the check itself is ApiGuard's, before the body is read
