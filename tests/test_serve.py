@@ -91,6 +91,14 @@ def test_reupload_is_answered_from_the_stored_result(server, a):
     assert bug_ids(server.wait(a, changed.json()["url"])["result"]) == bug_ids(first["result"])
 
 
+def test_the_same_upload_twice_at_once_is_graded_once(server, a, b):
+    data = CORPUS[3].read_bytes() + b"\n# twice at once\n"
+    first, second = server.upload(a, data, "twice.py"), server.upload(b, data, "twice.py")
+    assert first.status_code == second.status_code == 202 and first.json()["id"] != second.json()["id"]
+    one, other = server.wait(a, first.json()["url"]), server.wait(b, second.json()["url"])
+    assert one["result"] == other["result"]  # one grade (its duration too), given to both
+
+
 def test_platform_formats(server, a):
     data = CORPUS[2].read_bytes()
     native = server.grade(a, data, "fmt.py")["result"]

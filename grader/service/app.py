@@ -122,12 +122,12 @@ class Service:
         if job is None:
             loop = asyncio.get_running_loop()
             job = await loop.run_in_executor(None, partial(self.engine.submit, data, name, exercise=exercise))
-            self.by_key[key] = job
-            grade = self.store.new_grade(**fields, job=job)
-            self._follow(job, grade)
-        else:  # the same upload is being graded now: this grade waits for that result
-            grade = self.store.new_grade(**fields, job=job)
+            self.by_key.setdefault(key, job)
+        grade = self.store.new_grade(**fields, job=job)
+        if job in self.waiting:  # the same upload is being graded now (the queue gives it the same job)
             self.waiting[job].append(grade)
+        else:
+            self._follow(job, grade)
         return grade
 
     def _follow(self, job: str, grade: Grade) -> None:
@@ -181,6 +181,8 @@ class Service:
             return grade.state
         try:
             state = await asyncio.get_running_loop().run_in_executor(None, self.engine.state, grade.job)
+        except KeyError:  # the engine has handed its result over: it is being recorded
+            return engines.RUNNING
         except Exception:  # noqa: BLE001  (the broker is away for a moment: the grade is still queued)
             return engines.QUEUED
         return engines.RUNNING if state in (engines.DONE, engines.FAILED) else state

@@ -91,8 +91,11 @@ class Queued:
         self._queue, self.broker, self.sandbox = queue, broker, sandbox
 
     def submit(self, data: bytes, name: str, *, exercise: str, time_limit: float | None = None) -> str:
-        return self._queue.submit(self.broker, data, name, exercise=exercise, sandbox=self.sandbox,
-                                  time_limit=time_limit, lane="interactive")
+        try:
+            return self._queue.submit(self.broker, data, name, exercise=exercise, sandbox=self.sandbox,
+                                      time_limit=time_limit, lane="interactive")
+        except (ConnectionError, ValueError) as err:  # the queue's Redis is away, or refuses the limits
+            raise EngineBusy(f"the grading queue takes no uploads now: {err}") from err
 
     def state(self, job: str) -> str:
         return self._queue.state(self.broker, job)
