@@ -294,6 +294,68 @@ def export_gradescope(out: Path, exercise_name: str):
     click.echo(f"wrote {out} ({files} files): upload it as the assignment's autograder on Gradescope")
 
 
+@main.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--queue", "broker", metavar="redis://HOST:PORT/DB",
+              help="Hand uploads to the queue's workers (`grade worker`) instead of grading here.")
+@click.option("--tokens", "tokens_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="The API's tokens (made by `grade token new`); without it the API answers 401 to all.")
+@click.option("--slots", type=click.IntRange(min=1), default=max(1, (os.cpu_count() or 1)), show_default="cores",
+              help="Warm sandboxes grading at once (without --queue).")
+@_sandbox_option()
+@click.option("--store", "store_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Keep grades and results in this folder across restarts (default: in memory).")
+@click.option("--no-page", is_flag=True, help="No student page: only the API and /healthz.")
+@click.option("--rate-limit", type=click.FloatRange(min=1), default=600, show_default=True, metavar="N",
+              help="API requests a minute per token (and a burst of N).")
+@click.option("--page-rate-limit", type=click.FloatRange(min=1), default=10, show_default=True, metavar="N",
+              help="Uploads a minute per address on the student page.")
+def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, slots: int, sandbox: str,
+          store_dir: Path | None, no_page: bool, rate_limit: float, page_rate_limit: float):
+    """The HTTP service: API v1 (POST /v1/grades, GET /v1/grades/ID; OpenAPI at /docs), /healthz,
+    and the student page at / (unless --no-page)."""
+    import uvicorn
+
+    from grader.service import app as service, engines
+    from grader.service.tokens import TokenFileError, Tokens
+    try:
+        tokens = Tokens.load(tokens_file) if tokens_file else None
+    except TokenFileError as err:
+        raise click.ClickException(str(err)) from err
+    engine = engines.Queued(broker=broker, sandbox=sandbox) if broker else engines.Embedded(slots=slots, sandbox=sandbox)
+    settings = service.Settings(engine=engine, tokens=tokens, store_dir=store_dir, page=not no_page,
+                                rate_per_minute=rate_limit, page_uploads_per_minute=page_rate_limit, sandbox=sandbox)
+    how = f"queue {broker}" if broker else f"{slots} warm {sandbox} slot{'s' if slots != 1 else ''}"
+    click.echo(f"grade serve on http://{host}:{port} · {how} · {len(tokens) if tokens else 'no'} API token(s)"
+               f"{'' if no_page else ' · student page at /'}", err=True)
+    uvicorn.run(service.create_app(settings), host=host, port=port, log_level="warning", lifespan="on")
+
+
+@main.group("token")
+def token_group():
+    """API tokens for `grade serve`."""
+
+
+@token_group.command("new")
+@click.argument("name")
+@click.option("--tokens", "tokens_file", type=click.Path(path_type=Path, dir_okay=False), required=True,
+              help="The tokens file (made if missing; readable by its owner only).")
+def token_new(name: str, tokens_file: Path):
+    """Make a token named NAME and print it, once, with the secret its callbacks are signed with
+    (HMAC-SHA256 of the body, header X-Grader-Signature: sha256=HEX). The file keeps only the
+    token's salted hash."""
+    from grader.service import tokens
+    try:
+        bearer, record = tokens.new(tokens_file, name)
+    except tokens.TokenFileError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"token {bearer}")
+    click.echo(f"signing_secret {record.signing_secret}")
+    click.echo(f"made token {record.id} ({text.safe(name, one_line=True)}) in {tokens_file}: keep the token now, "
+               "it is not stored", err=True)
+
+
 @main.command("exercises")
 def list_exercises():
     """List the exercises this grader knows."""

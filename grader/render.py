@@ -9,7 +9,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from grader.result import GradeResult, Status, TestStatus
+from grader.result import GradeResult, Group, Status, TestResult, TestStatus
 
 MAX_OTHER_CASES = 6
 
@@ -68,29 +68,43 @@ def _table(result: GradeResult) -> Table:
     return table
 
 
-def _failures(result: GradeResult) -> list:
-    parts: list = []
+def failing_groups(result: GradeResult) -> list[tuple[Group, list[TestResult]]]:
+    """The groups worth points with a failed case, each with its failed cases: "what went wrong"
+    (the terminal's and the service's feedback page)."""
+    found = []
     for group in result.groups():
         failed = [t for t in group.tests if t.status is not TestStatus.PASSED]
-        if not failed or group.max_score == 0:
-            continue
+        if failed and group.max_score != 0:
+            found.append((group, failed))
+    return found
+
+
+def _failures(result: GradeResult) -> list:
+    parts: list = []
+    for group, failed in failing_groups(result):
         if not parts:
             parts.append(Text("\nWhat went wrong", style="bold"))
         parts.append(Text.assemble(("✗ ", "red"), (group.title, "bold"),
                                    f"  ({len(failed)} of {len(group.tests)} cases)"))
         # The first failure in full; the other failing cases by name (the JSON has each in full).
         first = failed[0]
-        body = Text(f"{_case(first, group.title)} — {status_label(first)}\n", style="dim")
+        body = Text(f"{case_name(first, group.title)} — {status_label(first)}\n", style="dim")
         body.append(first.feedback or "(no details)")
         parts.append(Padding(body, (0, 0, 0, 4)))
-        others = [_case(t, group.title) for t in failed[1:]]
+        others = also_failing(failed, group.title)
         if others:
-            shown = ", ".join(others[:MAX_OTHER_CASES]) + (", ..." if len(others) > MAX_OTHER_CASES else "")
-            parts.append(Padding(Text(f"also failing: {shown}", style="dim"), (0, 0, 0, 4)))
+            parts.append(Padding(Text(f"also failing: {others}", style="dim"), (0, 0, 0, 4)))
     return parts
 
 
-def _case(test, group_title: str) -> str:
+def also_failing(failed: list[TestResult], group_title: str) -> str:
+    """The failed cases after the first, by name (at most MAX_OTHER_CASES); '' when there are none."""
+    others = [case_name(t, group_title) for t in failed[1:]]
+    return ", ".join(others[:MAX_OTHER_CASES]) + (", ..." if len(others) > MAX_OTHER_CASES else "")
+
+
+def case_name(test, group_title: str) -> str:
+    """A case's name within its group ('[dim24-h4]'), or 'the test' for a group of one."""
     return test.name[len(group_title):].strip() or "the test"
 
 

@@ -74,7 +74,15 @@ class Bug:
              "evidence": self.evidence, "advice": self.advice}
         if self.variant:
             d["variant"] = self.variant
+        if self.affects:
+            d["affects"] = list(self.affects)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Bug:
+        return cls(id=str(d["id"]), title=str(d.get("title", "")), explanation=str(d.get("explanation", "")),
+                   fix=str(d.get("fix", "")), variant=d.get("variant") or None, evidence=str(d.get("evidence", "")),
+                   advice=bool(d.get("advice")), affects=tuple(str(a) for a in d.get("affects") or ()))
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,16 @@ class TestResult:
         return {"id": self.id, "name": self.name, "group": self.group, "status": self.status.value,
                 "score": round(self.score, 4), "max_score": round(self.max_score, 4),
                 "feedback": self.feedback, "bugs": list(self.bugs), "visibility": self.visibility.value}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TestResult:
+        from grader.classreport import group_title  # the title is the name without its case: one rule
+        name = str(d.get("name", ""))
+        return cls(id=str(d["id"]), name=name, group=str(d.get("group", "")), group_title=group_title(name),
+                   status=TestStatus(d["status"]), score=float(d.get("score") or 0.0),
+                   max_score=float(d.get("max_score") or 0.0), feedback=str(d.get("feedback", "")),
+                   bugs=tuple(str(b) for b in d.get("bugs") or ()),
+                   visibility=Visibility(d.get("visibility", Visibility.VISIBLE.value)))
 
 
 @dataclass(frozen=True)
@@ -163,23 +181,20 @@ class GradeResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> GradeResult:
-        """The result back from its native JSON (to_dict), as a queue worker sends it: its to_dict
-        gives the same JSON. What that JSON leaves out (the test groups' titles, the groups a bug
-        costs points in, the start of what the student printed) stays empty."""
-        tests = tuple(TestResult(id=t["id"], name=t["name"], group=t["group"], group_title="",
-                                 status=TestStatus(t["status"]), score=t["score"], max_score=t["max_score"],
-                                 feedback=t.get("feedback", ""), bugs=tuple(t.get("bugs", ())),
-                                 visibility=Visibility(t.get("visibility", Visibility.VISIBLE.value)))
-                      for t in d.get("tests", ()))
-        bugs = tuple(Bug(id=b["id"], title=b["title"], explanation=b["explanation"], fix=b["fix"],
-                         variant=b.get("variant"), evidence=b.get("evidence", ""), advice=b.get("advice", False))
-                     for b in d.get("bugs", ()))
-        return cls(exercise=d["exercise"], submission_name=d["submission"]["name"],
-                   submission_sha256=d["submission"]["sha256"], status=Status(d["status"]), score=d["score"],
-                   max_score=d["max_score"], tests=tests, bugs=bugs, message=d.get("message", ""),
-                   diagnosis=d.get("diagnosis", ""), notes=tuple(d.get("notes", ())),
-                   duration_s=d.get("duration_s", 0.0), environment=d.get("environment", {}),
-                   feedback=d.get("feedback", ""))
+        """The result back from its native JSON (a queue worker's answer, a stored result): what
+        the service renders as a page or turns into a platform's format. Raises KeyError or
+        ValueError for a document that is not a native result."""
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"not a native result of schema {SCHEMA}: {d.get('schema')!r}")
+        submission = d.get("submission") or {}
+        return cls(exercise=str(d["exercise"]), submission_name=str(submission.get("name", "")),
+                   submission_sha256=str(submission.get("sha256", "")), status=Status(d["status"]),
+                   score=None if d.get("score") is None else float(d["score"]), max_score=float(d["max_score"]),
+                   tests=tuple(TestResult.from_dict(t) for t in d.get("tests") or ()),
+                   bugs=tuple(Bug.from_dict(b) for b in d.get("bugs") or ()), message=str(d.get("message", "")),
+                   diagnosis=str(d.get("diagnosis", "")), notes=tuple(str(n) for n in d.get("notes") or ()),
+                   duration_s=float(d.get("duration_s") or 0.0), environment=dict(d.get("environment") or {}),
+                   feedback=str(d.get("feedback", "")))
 
     def to_dict(self) -> dict:
         return {

@@ -1,0 +1,332 @@
+"""The HTTP service: API v1 for platforms (Bearer tokens), and the student page.
+
+    POST /v1/grades        multipart `file` [+ `exercise`, `format`, `callback_url`]
+                           -> 202 {"id", "state": "queued", "url"}; an upload graded before (same
+                           bytes, name, exercise, grader, sandbox, limits) -> 200 with its result
+    GET  /v1/grades/{id}   -> {"id", "state": "queued|running|done|failed", "result": ... once finished}
+    GET  /healthz          -> {"status": "ok"}
+    GET  /  and /grades/…  the student page (no token; off with --no-page)
+
+A token sees only the grades it made: another's id answers 404, as an unknown one does. Auth and
+rate limits are checked before the body is read (ApiGuard), and the size limit as it arrives
+(limits.BodyLimit), so a refused upload costs the service almost nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import math
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from fastapi import FastAPI, File, Form, HTTPException, Request, Security, UploadFile
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.security import HTTPBearer
+
+import exercise as exercises
+from grader import __version__, formats, grading
+from grader import submission as submissions
+from grader.result import GradeResult
+from grader.service import callbacks, engines, page
+from grader.service.limits import BodyLimit, RateLimiter
+from grader.service.store import PAGE_OWNER, Grade, Store, grading_key
+from grader.service.tokens import Token, Tokens
+
+# The largest submission the grader takes (a notebook), plus room for the multipart envelope.
+MAX_BODY_BYTES = submissions.MAX_NOTEBOOK_BYTES + 64 * 1024
+FOLLOW_WAIT_S = 30.0          # one wait for a result; waited again while the grade is still on its way
+FOLLOW_GIVE_UP_S = 6 * 3600   # a grade with no result after this long is recorded as failed
+SUFFIXES = grading.SUBMISSION_SUFFIXES
+
+log = logging.getLogger("grader.service")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How `grade serve` was started."""
+    engine: object                      # engines.Embedded or engines.Queued
+    tokens: Tokens | None = None        # None: the API answers every request 401
+    store_dir: Path | None = None
+    page: bool = True
+    rate_per_minute: float = 600.0      # API requests per token
+    page_uploads_per_minute: float = 10.0  # page uploads per address
+    max_body_bytes: int = MAX_BODY_BYTES
+    sandbox: str = grading.DEFAULT_SANDBOX
+    callback_backoff_s: tuple[float, ...] = callbacks.BACKOFF_S
+
+
+class UploadError(Exception):
+    """An upload the service refuses before grading it (HTTP 400 on the API; the form again on the page)."""
+
+
+class Service:
+    """The grades in flight and finished: uploads go to the engine, a follower waits for each job's
+    result, records it for every grade waiting on it, and sends their callbacks."""
+
+    def __init__(self, settings: Settings):
+        self.settings, self.engine = settings, settings.engine
+        self.store = Store(settings.store_dir)
+        self.waiting: dict[str, list[Grade]] = {}   # engine job -> the grades it answers
+        self.by_key: dict[str, str] = {}             # grading key -> the job grading it now
+        # Followers block on the engine's result; their own threads keep the event loop's free.
+        self._followers = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="follow")
+        self._tasks: set[asyncio.Task] = set()   # followers and callbacks: kept so none is collected
+
+    async def start(self) -> None:
+        """Pick up grades an earlier run left unfinished: followed again when their job may still
+        answer (the queue), else recorded as failed (an embedded pool's jobs died with it)."""
+        for grade in self.store.unfinished():
+            if grade.job and isinstance(self.engine, engines.Queued):
+                if grade.job in self.waiting:
+                    self.waiting[grade.job].append(grade)
+                else:
+                    self.by_key[grade.key] = grade.job
+                    self._follow(grade.job, grade)
+            else:
+                self.store.finish(grade, engines.FAILED, engines.failed_result(
+                    grade.name, "the service restarted before this grade finished; upload the file again",
+                    exercise=grade.exercise, sandbox=self.settings.sandbox))
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        self._followers.shutdown(wait=False, cancel_futures=True)
+        await asyncio.get_running_loop().run_in_executor(None, self.engine.close)
+
+    # --- uploads ----------------------------------------------------------------------------
+
+    async def upload(self, data: bytes, name: str, *, owner: str, exercise: str, fmt: str = "native",
+                     callback_url: str | None = None) -> Grade:
+        """A grade for this upload: answered from the stored result, attached to the same upload
+        being graded now, or sent to the engine. Raises UploadError or engines.EngineBusy."""
+        if not name.lower().endswith(SUFFIXES):
+            raise UploadError(f"upload a .py or .ipynb file (this one is called {name!r})")
+        if exercise not in exercises.all_exercises():
+            raise UploadError(f"unknown exercise {exercise!r}; known: {', '.join(sorted(exercises.all_exercises()))}")
+        if fmt not in formats.FORMATS:
+            raise UploadError(f"unknown format {fmt!r}; known: {', '.join(formats.FORMATS)}")
+        if callback_url is not None and not callbacks.valid_url(callback_url):
+            raise UploadError("callback_url must be an absolute http or https URL")
+        key = grading_key(data, name, exercise=exercise, sandbox=self.settings.sandbox, time_limit=None)
+        fields = dict(owner=owner, key=key, name=name, exercise=exercise, format=fmt, callback_url=callback_url)
+        stored = self.store.stored_result(key)
+        if stored is not None:
+            grade = self.store.new_grade(**fields)
+            self._finish([grade], stored)
+            return grade
+        job = self.by_key.get(key)
+        if job is None:
+            loop = asyncio.get_running_loop()
+            job = await loop.run_in_executor(None, partial(self.engine.submit, data, name, exercise=exercise))
+            self.by_key.setdefault(key, job)
+        grade = self.store.new_grade(**fields, job=job)
+        if job in self.waiting:  # the same upload is being graded now (the queue gives it the same job)
+            self.waiting[job].append(grade)
+        else:
+            self._follow(job, grade)
+        return grade
+
+    def _follow(self, job: str, grade: Grade) -> None:
+        self.waiting[job] = [grade]
+        self._spawn(self._wait_for(job, grade.key))
+
+    async def _wait_for(self, job: str, key: str) -> None:
+        loop = asyncio.get_running_loop()
+        waited = 0.0
+        while True:
+            try:
+                result = await loop.run_in_executor(self._followers,
+                                                    partial(self.engine.result, job, timeout=FOLLOW_WAIT_S))
+                break
+            except TimeoutError:
+                waited += FOLLOW_WAIT_S
+                if waited < FOLLOW_GIVE_UP_S:
+                    continue
+                message = f"no result came within {FOLLOW_GIVE_UP_S / 3600:g} hours"
+            except Exception as err:  # noqa: BLE001  (a lost job is that grade's error, not the service's end)
+                message = f"the grade was lost: {type(err).__name__}: {err}"
+            grade = self.waiting[job][0]
+            result = engines.failed_result(grade.name, message, exercise=grade.exercise, sandbox=self.settings.sandbox)
+            break
+        if self.by_key.get(key) == job:
+            del self.by_key[key]
+        self._finish(self.waiting.pop(job, []), result)
+
+    def _finish(self, grades: list[Grade], result: dict) -> None:
+        state = engines.FAILED if result.get("status") == "error" else engines.DONE
+        for grade in grades:
+            self.store.finish(grade, state, result)
+            if grade.callback_url:
+                token = self.settings.tokens.get(grade.owner) if self.settings.tokens else None
+                if token is None:
+                    continue  # the token was removed since: nobody to sign for
+                body = json.dumps(self.document(grade)).encode()
+                self._spawn(callbacks.deliver(grade.callback_url, body, secret=token.signing_secret, grade_id=grade.id,
+                                              backoff_s=self.settings.callback_backoff_s))
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    async def state(self, grade: Grade) -> str:
+        """A grade's state; a job the engine has finished counts as running until its result is recorded."""
+        if grade.finished:
+            return grade.state
+        try:
+            state = await asyncio.get_running_loop().run_in_executor(None, self.engine.state, grade.job)
+        except KeyError:  # the engine has handed its result over: it is being recorded
+            return engines.RUNNING
+        except Exception:  # noqa: BLE001  (the broker is away for a moment: the grade is still queued)
+            return engines.QUEUED
+        return engines.RUNNING if state in (engines.DONE, engines.FAILED) else state
+
+    def document(self, grade: Grade, state: str | None = None) -> dict:
+        """What GET /v1/grades/ID answers, and what a callback carries."""
+        document = {"id": grade.id, "state": state or grade.state, "url": f"/v1/grades/{grade.id}"}
+        if grade.finished:
+            document["result"] = (grade.result if grade.format == "native"
+                                  else formats.to_format(GradeResult.from_dict(grade.result), grade.format))
+        return document
+
+
+class ApiGuard:
+    """ASGI wrapper that refuses an API request without a valid token (401) or over its token's
+    rate (429), and a page upload over its address's rate (429), before anything reads the body."""
+
+    def __init__(self, app, settings: Settings):
+        self.app, self.tokens = app, settings.tokens
+        self.api_rate = RateLimiter(settings.rate_per_minute)
+        self.page_rate = RateLimiter(settings.page_uploads_per_minute)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        if path.startswith("/v1/"):
+            token = self._token(scope)
+            if token is None:
+                return await _answer(send, 401, "a valid 'Authorization: Bearer TOKEN' header is needed",
+                                     [(b"www-authenticate", b"Bearer")])
+            wait = self.api_rate.allow(token.id)
+            if wait:
+                return await _answer(send, 429, "too many requests for this token",
+                                     [(b"retry-after", str(math.ceil(wait)).encode())])
+            scope.setdefault("state", {})["token"] = token
+        elif path == "/grades" and scope.get("method") == "POST":
+            address = (scope.get("client") or ("?", 0))[0]
+            wait = self.page_rate.allow(address)
+            if wait:
+                return await _answer(send, 429, f"too many uploads from your address: try again in "
+                                     f"{math.ceil(wait)} seconds", [(b"retry-after", str(math.ceil(wait)).encode())])
+        await self.app(scope, receive, send)
+
+    def _token(self, scope) -> Token | None:
+        header = dict(scope.get("headers") or ()).get(b"authorization", b"").decode("latin-1")
+        scheme, _, credentials = header.partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip() or self.tokens is None:
+            return None
+        return self.tokens.check(credentials.strip())
+
+
+async def _answer(send, status: int, detail: str, headers: list) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_app(settings: Settings):
+    """The ASGI application `grade serve` runs: FastAPI inside the guard and the body limit."""
+    service = Service(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_):
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.close()
+
+    api = FastAPI(title="attention-grader", version=__version__, lifespan=lifespan,
+                  description="Grade a submission over HTTP. Every /v1 request needs "
+                              "`Authorization: Bearer TOKEN` (made by `grade token new`).")
+    bearer = HTTPBearer(auto_error=False, description="A token made by `grade token new NAME --tokens FILE`.")
+
+    authorized = [Security(bearer)]  # shown on /docs; the check itself is ApiGuard's, before the body is read
+
+    @api.get("/healthz", tags=["service"])
+    async def healthz() -> dict:
+        """For a load balancer: the service answers."""
+        return {"status": "ok"}
+
+    @api.post("/v1/grades", status_code=202, tags=["grades"], dependencies=authorized,
+              responses={200: {"description": "graded before: the stored result"},
+                         400: {"description": "not an upload the grader takes"},
+                         401: {"description": "no valid token"}, 413: {"description": "larger than the limit"},
+                         429: {"description": "too many requests for this token"}})
+    async def post_grade(request: Request, file: UploadFile = File(..., description="the .py or .ipynb"),
+                         exercise: str = Form(exercises.DEFAULT), format: str = Form("native"),  # noqa: A002
+                         callback_url: str | None = Form(None)):
+        """Grade an upload. Answers 202 with the grade's id and URL; GET it until `state` is done or
+        failed, or give `callback_url` to be sent the same document once it is finished."""
+        data = await file.read()
+        try:
+            grade = await service.upload(data, file.filename or "submission.py", owner=request.state.token.id,
+                                         exercise=exercise, fmt=format, callback_url=callback_url or None)
+        except UploadError as err:
+            raise HTTPException(400, str(err)) from err
+        except engines.EngineBusy as err:
+            raise HTTPException(503, str(err), headers={"Retry-After": "60"}) from err
+        if grade.finished:
+            return JSONResponse(service.document(grade), status_code=200)
+        return JSONResponse({"id": grade.id, "state": engines.QUEUED, "url": f"/v1/grades/{grade.id}"},
+                            status_code=202)
+
+    @api.get("/v1/grades/{grade_id}", tags=["grades"], dependencies=authorized,
+             responses={404: {"description": "no grade of this token has this id"}})
+    async def get_grade(request: Request, grade_id: str):
+        """A grade's state, and its result in the format asked at upload once it is finished."""
+        grade = service.store.get(grade_id, request.state.token.id)
+        if grade is None:
+            raise HTTPException(404, "no grade of this token has this id")
+        return service.document(grade, await service.state(grade))
+
+    if settings.page:
+        _page_routes(api, service, settings)
+    return ApiGuard(BodyLimit(api, settings.max_body_bytes), settings)
+
+
+def _page_routes(api: FastAPI, service: Service, settings: Settings) -> None:
+    def html(text: str, status: int = 200) -> HTMLResponse:
+        return HTMLResponse(text, status_code=status, headers=page.SECURITY_HEADERS)
+
+    @api.get("/", include_in_schema=False)
+    async def form():
+        return html(page.form(max_bytes=settings.max_body_bytes))
+
+    @api.post("/grades", include_in_schema=False)
+    async def upload(file: UploadFile | None = File(None), exercise: str = Form(exercises.DEFAULT)):
+        if file is None or not file.filename:
+            return html(page.form(error="Choose a file to upload.", max_bytes=settings.max_body_bytes), 400)
+        try:
+            grade = await service.upload(await file.read(), file.filename, owner=PAGE_OWNER, exercise=exercise)
+        except (UploadError, engines.EngineBusy) as err:
+            return html(page.form(error=str(err), max_bytes=settings.max_body_bytes), 400)
+        return RedirectResponse(f"/grades/{grade.id}", status_code=303)
+
+    @api.get("/grades/{grade_id}", include_in_schema=False)
+    async def feedback(grade_id: str):
+        grade = service.store.get(grade_id, PAGE_OWNER)
+        if grade is None:
+            return html(page.not_found(), 404)
+        if not grade.finished:
+            return html(page.waiting(name=grade.name, state=await service.state(grade)))
+        return html(page.feedback(GradeResult.from_dict(grade.result)))

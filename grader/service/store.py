@@ -1,0 +1,122 @@
+"""The service's grades: who asked for each, its state and result, and the results by grading key
+that answer a repeated upload. In memory, and also in a folder when the service is given --store
+(one JSON file per grade and per result, written atomically), so a restart keeps them.
+
+A grade id is 128 random bits: on the student page it is the only thing that opens a feedback
+page, so it must not be guessable.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import exercise as exercises
+from grader import __version__
+
+PAGE_OWNER = "page"  # grades uploaded on the student page: no token sees them
+_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+
+
+def grading_key(data: bytes, name: str, *, exercise: str, sandbox: str, time_limit: float | None) -> str:
+    """What makes two uploads the same grade: the bytes, the file name (the result names it, and its
+    suffix says .py or .ipynb), the exercise's fingerprint (version, tests, points), the grader's
+    version, the sandbox and the limits."""
+    digest = hashlib.sha256(data)
+    setting = json.dumps([name, exercises.get(exercise).fingerprint(), __version__, sandbox, time_limit])
+    digest.update(b"\0" + setting.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+@dataclass
+class Grade:
+    """One upload, as its owner sees it."""
+    id: str
+    owner: str                    # the token id, or PAGE_OWNER
+    key: str                      # its grading key
+    name: str                     # the upload's file name (as given: shown escaped, never trusted)
+    exercise: str
+    format: str = "native"
+    callback_url: str | None = None
+    job: str | None = None        # the engine's job, while it is graded
+    state: str = "queued"
+    result: dict | None = None    # the native result, once done or failed
+    created: float = field(default_factory=time.time)
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+
+class Store:
+    """Grades by id and stored results by grading key; `folder` (optional) makes them durable."""
+
+    def __init__(self, folder: Path | None = None):
+        self.folder = folder
+        self.grades: dict[str, Grade] = {}
+        self.results: dict[str, dict] = {}
+        if folder is not None:
+            for sub in ("grades", "results"):
+                (folder / sub).mkdir(parents=True, exist_ok=True)
+            self._load()
+
+    def new_grade(self, **fields) -> Grade:
+        grade = Grade(id=secrets.token_urlsafe(16), **fields)
+        self.grades[grade.id] = grade
+        self.save(grade)
+        return grade
+
+    def get(self, grade_id: str, owner: str) -> Grade | None:
+        """The grade `grade_id` if `owner` made it; None for one that does not exist or is another's
+        (the caller answers both the same way)."""
+        grade = self.grades.get(grade_id)
+        return grade if grade is not None and secrets.compare_digest(grade.owner, owner) else None
+
+    def stored_result(self, key: str) -> dict | None:
+        return self.results.get(key)
+
+    def finish(self, grade: Grade, state: str, result: dict) -> None:
+        """Record a grade's end; a result that is not a grader error answers later uploads too."""
+        grade.state, grade.result, grade.job = state, result, None
+        if result.get("status") != "error":
+            self.results[grade.key] = result
+            self._write(self.folder / "results" / f"{grade.key}.json" if self.folder else None, result)
+        self.save(grade)
+
+    def save(self, grade: Grade) -> None:
+        self._write(self.folder / "grades" / f"{grade.id}.json" if self.folder else None, dataclasses.asdict(grade))
+
+    def unfinished(self) -> list[Grade]:
+        return [g for g in self.grades.values() if not g.finished]
+
+    # --- the folder -------------------------------------------------------------------------
+
+    def _write(self, path: Path | None, document: dict) -> None:
+        if path is None:
+            return
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(document), encoding="utf-8")
+        os.replace(temporary, path)
+
+    def _load(self) -> None:
+        """What an earlier run stored; an unreadable file is skipped, never the end of the start."""
+        names = {f.name for f in dataclasses.fields(Grade)}
+        for path in (self.folder / "grades").glob("*.json"):
+            try:
+                document = json.loads(path.read_text(encoding="utf-8"))
+                grade = Grade(**{k: v for k, v in document.items() if k in names})
+            except (OSError, ValueError, TypeError):
+                continue
+            if _ID.match(grade.id):
+                self.grades[grade.id] = grade
+        for path in (self.folder / "results").glob("*.json"):
+            try:
+                self.results[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue

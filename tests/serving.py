@@ -1,0 +1,177 @@
+"""Helpers for the tests of `grade serve`: start the real server process on a free port, make
+tokens with the real CLI, wait for a grade. Every wait is bounded; every process is killed."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+START_TIMEOUT_S = 60
+GRADE_TIMEOUT_S = 240
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ApiToken:
+    token: str
+    signing_secret: str
+
+    @property
+    def headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def new_token(tokens_file: Path, name: str) -> ApiToken:
+    """`grade token new NAME --tokens FILE`, as an operator runs it."""
+    proc = subprocess.run([sys.executable, "-m", "grader", "token", "new", name, "--tokens", str(tokens_file)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    fields = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    return ApiToken(fields["token"], fields["signing_secret"])
+
+
+class Server:
+    """One `grade serve` process of the test's own (its own session, killed as a group at the end)."""
+
+    def __init__(self, folder: Path, *args: str, env: dict | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = folder / f"serve-{self.port}.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "grader", "serve", "--port", str(self.port), *args],
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                         env={**os.environ, **(env or {})})
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"grade serve exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"grade serve did not answer /healthz in {START_TIMEOUT_S} s:\n"
+                                     f"{self.log.read_text()}")
+            time.sleep(0.2)
+        self.client = httpx.Client(base_url=self.url, timeout=60)
+
+    def stop(self) -> None:
+        """SIGTERM (the service stops its sandboxes), then SIGKILL for the whole group if it lingers."""
+        if getattr(self, "client", None):
+            self.client.close()
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # whatever of its group is left (sandboxes)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=20)
+
+    def upload(self, token: ApiToken, data: bytes, name: str, **fields) -> httpx.Response:
+        return self.client.post("/v1/grades", headers=token.headers, files={"file": (name, data)},
+                                data={k: v for k, v in fields.items() if v is not None})
+
+    def wait(self, token: ApiToken, url: str, timeout: float = GRADE_TIMEOUT_S) -> dict:
+        """Poll a grade until it is done or failed; its last document."""
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = self.client.get(url, headers=token.headers)
+            assert answer.status_code == 200, answer.text
+            document = answer.json()
+            if document["state"] in ("done", "failed"):
+                return document
+            assert document["state"] in ("queued", "running"), document
+            assert time.monotonic() < deadline, f"{url} not finished after {timeout} s: {document}"
+            time.sleep(0.3)
+
+    def grade(self, token: ApiToken, data: bytes, name: str, **fields) -> dict:
+        answer = self.upload(token, data, name, **fields)
+        assert answer.status_code in (200, 202), answer.text
+        return self.wait(token, answer.json()["url"])
+
+
+def bug_ids(result: dict) -> list[str]:
+    return sorted(b["id"] for b in result["bugs"])
+
+
+def summary(result: dict) -> tuple:
+    """What must agree between `grade FILE --json` and the service: status, score, the bugs."""
+    return result["status"], result["score"], bug_ids(result)
+
+
+def dumps(document) -> str:
+    return json.dumps(document, indent=2)[:3000]
+
+
+class QueueStack:
+    """A redis-server on a free port and `workers` `grade worker` processes of `slots` each, all of
+    the caller's own (each in its own session, killed as a group by stop())."""
+
+    def __init__(self, folder: Path, *, workers: int = 2, slots: int = 1):
+        import redis
+        root = Path(__file__).resolve().parent.parent
+        port = free_port()
+        self.broker = f"redis://127.0.0.1:{port}/0"
+        self.procs: list[subprocess.Popen] = []
+        config = [str(root / "deploy" / "redis.conf")] if (root / "deploy" / "redis.conf").exists() else []
+        try:
+            self._start([shutil.which("redis-server") or "redis-server", *config, "--port", str(port),
+                         "--bind", "127.0.0.1", "--dir", str(folder), "--daemonize", "no"], folder / "redis.log")
+            client = redis.Redis(port=port, socket_timeout=5)
+
+            def answers() -> bool:
+                try:
+                    return bool(client.ping())
+                except redis.ConnectionError:
+                    return False
+            _until(answers, 30, "redis-server")
+            for n in range(1, workers + 1):
+                log = folder / f"worker{n}.log"
+                proc = self._start([sys.executable, "-m", "grader", "worker", "--broker", self.broker,
+                                    "--slots", str(slots), "--name", f"serve{n}@test"], log)
+                _until(lambda: "ready." in log.read_text() or proc.poll() is not None, 120, f"worker {n}")
+                assert proc.poll() is None, f"worker {n} exited:\n{log.read_text()[-2000:]}"
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, command: list[str], log: Path) -> subprocess.Popen:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=30)
+
+
+def _until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.2)

@@ -1,0 +1,351 @@
+"""`grade serve`, the real server process on a free port, driven over HTTP with httpx: the API v1
+contract, tokens, size and rate limits, re-uploads, signed callbacks, the same result as
+`grade FILE --json`, and the student page's escaping."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import select
+import socket
+import stat
+import threading
+import time
+
+import pytest
+
+from tests.conftest import SUBMISSIONS, grade
+from tests.serving import Server, bug_ids, new_token, summary
+
+CORPUS = [SUBMISSIONS / "correct" / "einsum.py",
+          SUBMISSIONS / "buggy" / "mask_after_softmax__loop.py",
+          SUBMISSIONS / "buggy" / "padding_inverted__manual.py",
+          SUBMISSIONS / "buggy" / "breaks_autograd__no_grad.py"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("serve")
+
+
+@pytest.fixture(scope="module")
+def tokens(folder):
+    path = folder / "tokens.json"
+    return path, new_token(path, "course-a"), new_token(path, "course-b")
+
+
+@pytest.fixture(scope="module")
+def server(folder, tokens):
+    s = Server(folder, "--tokens", str(tokens[0]), "--slots", "2")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def a(tokens):
+    return tokens[1]
+
+
+@pytest.fixture(scope="module")
+def b(tokens):
+    return tokens[2]
+
+
+# --- the contract ---------------------------------------------------------------------------
+
+def test_healthz_and_openapi_need_no_token(server):
+    assert server.client.get("/healthz").json() == {"status": "ok"}
+    spec = server.client.get("/openapi.json").json()
+    assert {"/v1/grades", "/v1/grades/{grade_id}"} <= set(spec["paths"])
+    upload = spec["paths"]["/v1/grades"]["post"]["requestBody"]["content"]["multipart/form-data"]
+    assert upload["schema"]  # the form (file, exercise, format, callback_url) is described
+    assert "swagger" in server.client.get("/docs").text.lower()
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
+def test_same_result_as_grade_file(server, a, path):
+    answer = server.upload(a, path.read_bytes(), path.name)
+    assert answer.status_code == 202, answer.text
+    accepted = answer.json()
+    assert accepted == {"id": accepted["id"], "state": "queued", "url": f"/v1/grades/{accepted['id']}"}
+    document = server.wait(a, accepted["url"])
+    assert set(document) == {"id", "state", "url", "result"} and document["state"] == "done"
+    cli = grade(path)
+    assert cli.exit_code == 0, cli.terminal
+    assert summary(document["result"]) == summary(cli.result)
+    assert document["result"]["submission"] == cli.result["submission"]
+
+
+def test_reupload_is_answered_from_the_stored_result(server, a):
+    data = CORPUS[1].read_bytes() + b"\n# re-upload test\n"
+    first = server.grade(a, data, "again.py")
+    again = server.upload(a, data, "again.py")
+    # Answered at once, finished, with the very result of the first grade (its duration included).
+    assert again.status_code == 200, again.text
+    assert again.json()["state"] == "done" and again.json()["id"] != first["id"]
+    assert again.json()["result"] == first["result"]
+    changed = server.upload(a, data + b"# one more line\n", "again.py")
+    assert changed.status_code == 202 and changed.json()["state"] == "queued"
+    assert bug_ids(server.wait(a, changed.json()["url"])["result"]) == bug_ids(first["result"])
+
+
+def test_the_same_upload_twice_at_once_is_graded_once(server, a, b):
+    data = CORPUS[3].read_bytes() + b"\n# twice at once\n"
+    first, second = server.upload(a, data, "twice.py"), server.upload(b, data, "twice.py")
+    assert first.status_code == second.status_code == 202 and first.json()["id"] != second.json()["id"]
+    one, other = server.wait(a, first.json()["url"]), server.wait(b, second.json()["url"])
+    assert one["result"] == other["result"]  # one grade (its duration too), given to both
+
+
+def test_platform_formats(server, a):
+    data = CORPUS[2].read_bytes()
+    native = server.grade(a, data, "fmt.py")["result"]
+    gradescope = server.grade(a, data, "fmt.py", format="gradescope")["result"]
+    assert gradescope["score"] == native["score"] and len(gradescope["tests"]) == len(native["tests"])
+    prairielearn = server.grade(a, data, "fmt.py", format="prairielearn")["result"]
+    assert prairielearn["gradable"] is True
+    assert prairielearn["score"] == pytest.approx(native["score"] / native["max_score"])
+    assert server.upload(a, data, "fmt.py", format="csv").status_code == 400
+
+
+def test_bad_uploads_are_refused_with_the_reason(server, a):
+    refused = server.upload(a, b"print(1)\n", "notes.txt")
+    assert refused.status_code == 400 and ".py or .ipynb" in refused.json()["detail"]
+    refused = server.upload(a, b"print(1)\n", "x.py", exercise="no-such-exercise")
+    assert refused.status_code == 400 and "causal-self-attention" in refused.json()["detail"]
+    refused = server.upload(a, b"print(1)\n", "x.py", callback_url="file:///etc/passwd")
+    assert refused.status_code == 400
+    assert server.client.post("/v1/grades", headers=a.headers).status_code == 422  # no file at all
+
+
+def test_rejected_and_unimportable_submissions_are_results(server, a):
+    document = server.grade(a, b"def broken(:\n", "syntax.py")
+    assert document["state"] == "done" and document["result"]["status"] == "rejected"
+    assert "line 1" in document["result"]["message"]
+
+
+# --- who may see what -----------------------------------------------------------------------
+
+def test_missing_or_wrong_token_is_401(server, a):
+    data = CORPUS[0].read_bytes()
+    files = {"file": ("x.py", data)}
+    assert server.client.post("/v1/grades", files=files).status_code == 401
+    token_id = a.token.partition(".")[0]
+    for wrong in ("nonsense", f"{token_id}.not-the-secret", a.token + "x", a.token[:-1], "gt_00000000.x"):
+        answer = server.client.post("/v1/grades", files=files, headers={"Authorization": f"Bearer {wrong}"})
+        assert answer.status_code == 401, wrong
+        assert answer.headers["www-authenticate"] == "Bearer"
+    assert server.client.get("/v1/grades/x", headers={"Authorization": f"Basic {a.token}"}).status_code == 401
+    assert server.client.get("/v1/grades/x").status_code == 401
+
+
+def test_a_token_sees_only_its_own_grades(server, a, b):
+    answer = server.upload(a, CORPUS[0].read_bytes() + b"\n# owner test\n", "mine.py")
+    url = answer.json()["url"]
+    assert server.client.get(url, headers=b.headers).status_code == 404
+    assert server.client.get("/v1/grades/AAAAAAAAAAAAAAAAAAAAAA", headers=a.headers).status_code == 404
+    assert server.wait(a, url)["state"] == "done"
+    hidden = server.client.get(url, headers=b.headers)
+    assert hidden.status_code == 404 and "result" not in hidden.text
+
+
+def test_the_tokens_file_keeps_no_token(tokens):
+    path, a_token, b_token = tokens
+    text = path.read_text()
+    assert a_token.token not in text and b_token.token not in text
+    assert a_token.token.partition(".")[2] not in text
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+# --- size and rate limits -------------------------------------------------------------------
+
+def _raw_request(server, head: bytes, body_chunks, *, stop_when_answered: bool) -> bytes:
+    """Send a request over a plain socket, a chunk at a time; stop sending as soon as an answer
+    starts (the service must not need the rest). The bytes of the answer."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+        sock.sendall(head)
+        for chunk in body_chunks:
+            if stop_when_answered and select.select([sock], [], [], 0)[0]:
+                break
+            try:
+                sock.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        answer = b""
+        sock.settimeout(60)
+        while not answer.endswith(b"}"):
+            part = sock.recv(65536)
+            if not part:
+                break
+            answer += part
+    return answer
+
+
+def test_a_declared_oversize_upload_is_413_before_its_body(server, a):
+    head = (f"POST /v1/grades HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {a.token}\r\n"
+            "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: 100000000\r\n\r\n").encode()
+    # 1 KB of a declared 100 MB: the answer comes without the rest ever being sent.
+    answer = _raw_request(server, head, [b"--b\r\n" + b"x" * 1024], stop_when_answered=False)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
+def test_a_streamed_oversize_upload_is_413_once_past_the_limit(server, a):
+    head = (f"POST /v1/grades HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {a.token}\r\n"
+            "Content-Type: multipart/form-data; boundary=b\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+    piece = b"x" * 65536
+    chunk = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+    opening = b'--b\r\nContent-Disposition: form-data; name="file"; filename="big.py"\r\n\r\n'
+    chunks = [f"{len(opening):x}\r\n".encode() + opening + b"\r\n", *([chunk] * 400)]  # 26 MB if all were sent
+    answer = _raw_request(server, head, chunks, stop_when_answered=True)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert server.client.get("/healthz").status_code == 200
+
+
+def test_an_oversize_file_from_a_client_is_413(server, a):
+    answer = server.upload(a, b"#" * (17 * 1024 * 1024), "huge.py")
+    assert answer.status_code == 413
+
+
+@pytest.fixture(scope="module")
+def strict_server(folder, tokens):
+    s = Server(folder, "--tokens", str(tokens[0]), "--slots", "1", "--rate-limit", "4", "--page-rate-limit", "2")
+    yield s
+    s.stop()
+
+
+def test_too_many_requests_for_a_token_is_429(strict_server, a, b):
+    codes = [strict_server.client.get("/v1/grades/nothing", headers=a.headers) for _ in range(12)]
+    assert codes[0].status_code == 404
+    limited = [r for r in codes if r.status_code == 429]
+    assert limited and int(limited[0].headers["retry-after"]) >= 1
+    # Another token has its own bucket.
+    assert strict_server.client.get("/v1/grades/nothing", headers=b.headers).status_code == 404
+
+
+def test_too_many_page_uploads_from_an_address_is_429(strict_server):
+    files = {"file": ("x.txt", b"not python")}  # refused by the form: no grade is started
+    codes = [strict_server.client.post("/grades", files=files).status_code for _ in range(8)]
+    assert codes[0] == 400 and 429 in codes
+
+
+def test_no_page_and_no_tokens(folder):
+    s = Server(folder, "--no-page", "--slots", "1")
+    try:
+        assert s.client.get("/").status_code == 404
+        assert s.client.post("/grades", files={"file": ("x.py", b"x")}).status_code == 404
+        assert s.client.get("/v1/grades/x", headers={"Authorization": "Bearer gt_1.x"}).status_code == 401
+        assert s.client.get("/healthz").status_code == 200
+    finally:
+        s.stop()
+
+
+# --- callbacks ------------------------------------------------------------------------------
+
+class _Receiver(http.server.ThreadingHTTPServer):
+    """Records each callback; answers 500 to the first `fail_first` of them."""
+
+    def __init__(self, fail_first: int):
+        self.fail_first, self.received, self.arrived = fail_first, [], threading.Event()
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.received.append((dict(self.headers), body))
+        failing = len(self.server.received) <= self.server.fail_first
+        self.send_response(500 if failing else 204)
+        self.end_headers()
+        if not failing:
+            self.server.arrived.set()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def receiver():
+    r = _Receiver(fail_first=1)
+    thread = threading.Thread(target=r.serve_forever, daemon=True)
+    thread.start()
+    yield r
+    r.shutdown()
+    r.server_close()
+
+
+def test_callback_is_signed_and_retried(server, a, receiver):
+    url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+    answer = server.upload(a, CORPUS[1].read_bytes() + b"\n# callback test\n", "cb.py", callback_url=url)
+    assert answer.status_code == 202
+    assert receiver.arrived.wait(240), f"no successful callback; received {len(receiver.received)}"
+    assert len(receiver.received) == 2  # the first answered 500, the retry was delivered
+    for headers, body in receiver.received:
+        expected = "sha256=" + hmac.new(a.signing_secret.encode(), body, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(headers["X-Grader-Signature"], expected)
+    document = json.loads(receiver.received[-1][1])
+    assert document["id"] == answer.json()["id"] and document["state"] == "done"
+    assert document == server.wait(a, answer.json()["url"])
+    assert bug_ids(document["result"]) == ["mask_after_softmax"]
+
+
+# --- the page, for hostile names and content ------------------------------------------------
+
+HOSTILE = b'''import torch
+print("<img src=x onerror=alert(2)>")
+
+class CausalSelfAttention(torch.nn.Module):
+    def __init__(self, dim, n_heads):
+        super().__init__()
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+
+    def forward(self, x, key_padding_mask=None):
+        raise RuntimeError("<script>alert(3)</script><b onmouseover=alert(4)>bold</b>")
+'''
+
+
+def test_hostile_names_and_content_are_escaped_on_the_page(server, a):
+    answer = server.client.post("/grades", files={"file": ("<script>alert(1)</script>.py", HOSTILE)},
+                                data={"exercise": "causal-self-attention"}, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+    location = answer.headers["location"]
+    grade_id = location.rsplit("/", 1)[1]
+    assert len(grade_id) >= 22  # 128 random bits
+    pages = []
+    deadline = time.monotonic() + 240
+    while True:
+        page = server.client.get(location)
+        assert page.status_code == 200
+        pages.append(page)
+        if 'id="result"' in page.text or time.monotonic() > deadline:
+            break
+        assert 'http-equiv="refresh"' in page.text
+        time.sleep(0.5)
+    assert 'id="result"' in page.text, "the feedback page never came"
+    for p in pages:
+        assert "<script" not in p.text.lower() and "<img" not in p.text.lower() and "<b " not in p.text.lower()
+        assert "script-src" not in p.headers["content-security-policy"]  # no script may run at all
+    assert "&lt;script&gt;alert(3)&lt;/script&gt;" in page.text  # the student's error, shown as text
+    assert 'data-status="graded"' in page.text
+    # A page grade is nobody's on the API.
+    assert server.client.get(f"/v1/grades/{grade_id}", headers=a.headers).status_code == 404
+    assert server.client.get("/grades/AAAAAAAAAAAAAAAAAAAAAA").status_code == 404
+
+
+def test_a_restarted_service_keeps_its_grades_with_store(folder, tokens, a):
+    store = folder / "store"
+    first = Server(folder, "--tokens", str(tokens[0]), "--slots", "1", "--store", str(store))
+    try:
+        data = CORPUS[3].read_bytes() + b"\n# store test\n"
+        document = first.grade(a, data, "kept.py")
+    finally:
+        first.stop()
+    second = Server(folder, "--tokens", str(tokens[0]), "--slots", "1", "--store", str(store))
+    try:
+        assert second.client.get(document["url"], headers=a.headers).json() == document
+        again = second.upload(a, data, "kept.py")
+        assert again.status_code == 200 and again.json()["result"] == document["result"]
+    finally:
+        second.stop()
