@@ -1,5 +1,9 @@
-"""Exercise plug-ins: each subpackage declares an `EXERCISE` and holds its statement, reference,
-weighted pytest suite and bug catalog. Nothing outside this package knows what an exercise checks.
+"""Exercise plug-ins. Each declares an `EXERCISE` and holds its statement, reference, weighted
+pytest suite and bug catalog; nothing outside the plug-in knows what an exercise checks.
+
+Two places are searched: the sub-packages of this package (the built-in exercises), and the
+Python entry-point group `attention_grader.exercises`, whose entries name an installed package's
+`Exercise` object (`my_course.attention:EXERCISE`), so a course ships its own exercise with pip.
 """
 from __future__ import annotations
 
@@ -8,24 +12,40 @@ import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandbox.contract import Entry, HarnessJob
 from sandbox.limits import Limits
-from sandbox.worker import EntrySpec
+
+ENTRY_POINT_GROUP = "attention_grader.exercises"
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """One gradable exercise, found by name."""
+    """One gradable exercise, found by name: `package` is its dotted package, whose `tests`
+    sub-package holds the weighted pytest suite (and lies in `directory`); `entry` is what the
+    student submits; `rejections` rewords the texts for a submission that cannot be loaded
+    (sandbox.contract.REJECTIONS)."""
     name: str
     version: str
     title: str
-    entry: EntrySpec
+    entry: Entry
     directory: Path
+    package: str
     limits: Limits = field(default_factory=Limits)
     max_score: float = 100.0
+    rejections: tuple[tuple[str, str], ...] = ()
 
     @property
     def tests_dir(self) -> Path:
         return self.directory / "tests"
+
+    @property
+    def tests_package(self) -> str:
+        return f"{self.package}.tests"
+
+    def job(self, limits: Limits | None = None, line_map=(), hidden: tuple[str, ...] = ()) -> HarnessJob:
+        """What the harness needs to grade a submission of this exercise."""
+        return HarnessJob(exercise=self.name, version=self.version, tests=self.tests_package, entry=self.entry,
+                          limits=limits or self.limits, line_map=tuple(line_map), hidden=tuple(hidden))
 
     @property
     def statement(self) -> Path:
@@ -53,16 +73,44 @@ class UnknownExercise(LookupError):
 DEFAULT = "causal-self-attention"
 
 
+class BadPlugin(Exception):
+    """An installed exercise plug-in that cannot be loaded; the message says which and why."""
+
+
+_FOUND: dict[str, Exercise] | None = None
+
+
 def all_exercises() -> dict[str, Exercise]:
-    """Every exercise plug-in in this package, by name."""
-    found = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.ispkg:
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            exercise = getattr(module, "EXERCISE", None)
-            if isinstance(exercise, Exercise):
-                found[exercise.name] = exercise
-    return found
+    """Every exercise plug-in, built-in and installed, by name (found once per process)."""
+    global _FOUND
+    if _FOUND is None:
+        found = {}
+        for info in pkgutil.iter_modules(__path__):
+            if info.ispkg:
+                exercise = getattr(importlib.import_module(f"{__name__}.{info.name}"), "EXERCISE", None)
+                if isinstance(exercise, Exercise):
+                    found[exercise.name] = exercise
+        for exercise in _installed():
+            found.setdefault(exercise.name, exercise)  # a built-in name is never replaced
+        _FOUND = found
+    return _FOUND
+
+
+def _installed() -> list[Exercise]:
+    """The exercises that installed packages declare in the entry-point group."""
+    from importlib import metadata
+    exercises = []
+    for point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            exercise = point.load()
+        except Exception as err:  # noqa: BLE001  (a broken plug-in is named, not a traceback)
+            raise BadPlugin(f"the exercise plug-in {point.name} ({point.value}) cannot be loaded: "
+                            f"{type(err).__name__}: {err}") from err
+        if not isinstance(exercise, Exercise):
+            raise BadPlugin(f"the exercise plug-in {point.name} ({point.value}) is a {type(exercise).__name__}, "
+                            "not an exercise.Exercise")
+        exercises.append(exercise)
+    return exercises
 
 
 def get(name: str = DEFAULT) -> Exercise:

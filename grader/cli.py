@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.text import Text
 
 import exercise as exercises
-import sandbox.backend as backends
+import sandbox.registry as registry
+from sandbox.backend import SandboxUnavailable
 from grader import __version__, formats, grading, platforms, render, text
 from grader.errors import SandboxFailure, SubmissionRejected
 from grader.result import GradeResult, Status
@@ -19,10 +20,11 @@ EXIT_RESULT, EXIT_GRADER_FAILED = 0, 1  # 2 (bad command line) is Click's own
 
 
 class _DefaultToFile(click.Group):
-    """`grade SUBMISSION ...` means `grade file SUBMISSION ...`; named commands work as usual."""
+    """`grade SUBMISSION ...` (or `grade --exercise NAME SUBMISSION ...`) means `grade file ...`;
+    named commands, --help and --version work as usual."""
 
     def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help", "--version"):
             args = ["file", *args]
         return super().parse_args(ctx, args)
 
@@ -53,7 +55,7 @@ def _exercise_option(f):
 
 
 def _sandbox_option(default: str = grading.DEFAULT_SANDBOX):
-    return click.option("--sandbox", type=click.Choice(sorted(backends.available())), default=default,
+    return click.option("--sandbox", type=click.Choice(sorted(registry.available())), default=default,
                         show_default=True, help="Where the submission runs.")
 
 
@@ -86,7 +88,7 @@ def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, ex
     console = Console(stderr=json_out == "-", highlight=False)
     try:
         result = _grade(submission, exercise_name, sandbox, time_limit, console if not quiet else None)
-    except backends.SandboxUnavailable as err:
+    except SandboxUnavailable as err:
         raise click.ClickException(str(err)) from err
     if not quiet:
         console.print(render.build(result))
@@ -143,11 +145,10 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     from grader import batch as batches
     from grader import classreport
     console = Console(highlight=False)
-    if sandbox == "docker":
-        try:
-            backends.get("docker").client()
-        except backends.SandboxUnavailable as err:
-            raise click.ClickException(str(err)) from err
+    try:
+        registry.get(sandbox).check()  # before any grade: a sandbox that cannot run here is one message
+    except SandboxUnavailable as err:
+        raise click.ClickException(str(err)) from err
     units = batches.discover(folder, exercise_name)
     if not units:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
@@ -210,7 +211,7 @@ def gradescope_entry(root: Path, sandbox: str, exercise_name: str):
 @platform_group.command("prairielearn")
 @click.option("--root", type=click.Path(path_type=Path, file_okay=False), default=platforms.PRAIRIELEARN_ROOT,
               show_default=True, help="PrairieLearn's folder: grades ROOT/student into ROOT/results/results.json.")
-@_sandbox_option("image" if "image" in backends.available() else grading.DEFAULT_SANDBOX)
+@_sandbox_option("image" if "image" in registry.available() else grading.DEFAULT_SANDBOX)
 @_exercise_option
 def prairielearn_entry(root: Path, sandbox: str, exercise_name: str):
     """What the grader image runs as PrairieLearn's external grader."""
@@ -227,7 +228,7 @@ def _platform_run(platform: platforms.Platform, root: Path, sandbox: str, exerci
     else:
         try:
             result = _grade(path, exercise_name, sandbox, None, console)
-        except backends.SandboxUnavailable as err:
+        except SandboxUnavailable as err:
             result = grading.error_result(path, str(err), exercise=exercise_name, sandbox=sandbox)
     console.print(render.build(result))
     target = root / platform.results_file

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 import exercise as exercises
-import sandbox.backend as backends
+import sandbox.registry as registry
+from sandbox.backend import Job, Sandbox, SandboxUnavailable
 from grader import __version__, render
 from grader import submission as submissions
 from grader.errors import SandboxFailure, SubmissionRejected
@@ -21,7 +22,7 @@ CONTAINED = ("docker",)
 
 
 def grade(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
-          wall_s: float | None = None, backend: backends.Sandbox | None = None, hidden: tuple[str, ...] = (),
+          wall_s: float | None = None, backend: Sandbox | None = None, hidden: tuple[str, ...] = (),
           on_log=None) -> GradeResult:
     """grade_file, where a grader fault is a result of status error (no score) instead of an
     exception: the one place where a fault becomes an `error` result. `on_log(text)` receives the
@@ -32,7 +33,7 @@ def grade(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAU
         if failure.log and on_log is not None:
             on_log(failure.log)
         message = failure.message
-    except backends.SandboxUnavailable as failure:
+    except SandboxUnavailable as failure:
         message = str(failure)
     except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, nothing more)
         message = f"internal error: {type(err).__name__}: {err}"
@@ -40,7 +41,7 @@ def grade(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAU
 
 
 def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
-               wall_s: float | None = None, backend: backends.Sandbox | None = None,
+               wall_s: float | None = None, backend: Sandbox | None = None,
                hidden: tuple[str, ...] = ()) -> GradeResult:
     """Grade one submission. Student mistakes become a result; a grader fault raises SandboxFailure.
     `backend`: a sandbox already running (a batch's warm one), else a new one named `sandbox`;
@@ -50,14 +51,13 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
         hidden = (*hidden, *private_places(path))
     ex = exercises.get(exercise)
     limits = ex.limits if wall_s is None else dataclasses.replace(ex.limits, wall_s=wall_s)
-    backend = backend or backends.get(sandbox)
+    backend = backend or registry.get(sandbox)
     try:
         sub = submissions.read(path)
     except SubmissionRejected as rejected:
         return rejected_result(path, rejected.message, exercise=ex.name, sandbox=sandbox,
                                duration_s=time.monotonic() - started)
-    run = backend.run(backends.Job(exercise=ex.name, source=sub.script, limits=limits,
-                                   line_map=sub.line_map.to_list(), hidden=tuple(hidden)))
+    run = backend.run(Job(ex.job(limits, sub.line_map.to_list(), tuple(hidden)), sub.script))
     if run.report is None:
         raise SandboxFailure(run.failure or "the sandbox gave no report", log=run.log_tail)
     try:
@@ -129,13 +129,13 @@ def find_submission(folder: Path, *, exercise: str = exercises.DEFAULT) -> Path:
         seen = sorted(str(p.relative_to(folder)) for p in files)[:10]
         raise SubmissionRejected("no_file", "your upload has no .py or .ipynb file"
                                  + (f" (files found: {', '.join(seen)})" if seen else " (it is empty)"))
-    class_name = exercises.get(exercise).entry.class_name
-    defining = [p for p in candidates if _defines(p, class_name)]
+    entry = exercises.get(exercise).entry
+    defining = [p for p in candidates if _defines(p, entry)]
     if len(defining) == 1:
         return defining[0]
     raise SubmissionRejected("ambiguous", f"your upload has {len(candidates)} .py/.ipynb files ({listing}) "
                              f"and {len(defining) or 'none'} of them define{'s' if len(defining) == 1 else ''} "
-                             f"class {class_name}; upload exactly one file that does")
+                             f"{entry.kind} {entry.name}; upload exactly one file that does")
 
 
 def upload_files(folder: Path) -> list[Path]:
@@ -176,10 +176,10 @@ def upload_files(folder: Path) -> list[Path]:
     return found
 
 
-def _defines(path: Path, class_name: str) -> bool:
+def _defines(path: Path, entry) -> bool:
     try:
         with open(path, "rb") as f:
-            return f"class {class_name}".encode() in f.read(5_000_000)
+            return entry.defined_in(f.read(5_000_000))
     except OSError:
         return False
 

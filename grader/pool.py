@@ -3,8 +3,8 @@ and the HTTP service grade with. Thread-safe: any number of threads call grade()
 free slot. A slot's sandbox is started on its first grade and kept warm for the next.
 
     with Pool(sandbox="local", slots=2) as pool:
-        result = pool.grade(Path("submit.py"), exercise="causal-self-attention")
-        result = pool.grade_bytes(data, "submit.py", exercise="causal-self-attention")
+        result = pool.grade(Path("submit.py"), exercise=NAME)
+        result = pool.grade_bytes(data, "submit.py", exercise=NAME)
 
 A grade never raises for what the submission or the sandbox does: a grader fault is a result of
 status error (grading.grade).
@@ -18,7 +18,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-import sandbox.backend as backends
+import sandbox.registry as registry
+from sandbox.backend import ColdSlot, SandboxUnavailable, Slot
 from grader import grading
 from grader.result import GradeResult
 
@@ -52,11 +53,10 @@ class Pool:
         try:
             if slot is None:
                 slot = self._new_slot()
-            if hasattr(slot, "start"):
-                try:
-                    slot.start()  # a warm server's start is not this submission's grading time
-                except backends.SandboxUnavailable as err:
-                    return grading.error_result(path, str(err), exercise=exercise, sandbox=self.sandbox)
+            try:
+                slot.start()  # a warm server's start is not this submission's grading time
+            except SandboxUnavailable as err:
+                return grading.error_result(path, str(err), exercise=exercise, sandbox=self.sandbox)
             return grading.grade(path, exercise=exercise, sandbox=self.sandbox, wall_s=wall_s, backend=slot,
                                  hidden=(*self.hidden, *hidden))
         finally:
@@ -80,15 +80,14 @@ class Pool:
     def starts(self) -> int:
         """Sandbox servers started so far, restarts included (0 for cold sandboxes)."""
         with self._lock:
-            return sum(getattr(s, "starts", 0) for s in self._all)
+            return sum(s.starts for s in self._all)
 
     def close(self) -> None:
         """Stop every slot's server once its grade is over; grades may still come (they start new ones)."""
         with self._lock:
             slots = list(self._all)
         for slot in slots:
-            if hasattr(slot, "close"):
-                slot.close()
+            slot.close()
 
     def shutdown(self) -> None:
         """Stop for good, now: grades in flight end as errors, and no grade starts any more."""
@@ -96,11 +95,10 @@ class Pool:
         with self._lock:
             slots = list(self._all)
         for slot in slots:
-            if hasattr(slot, "shutdown"):
-                try:
-                    slot.shutdown()
-                except Exception:  # noqa: BLE001  (stopping anyway: one broken slot must not stop the rest)
-                    pass
+            try:
+                slot.shutdown()
+            except Exception:  # noqa: BLE001  (stopping anyway: one broken slot must not stop the rest)
+                pass
 
     def __enter__(self) -> Pool:
         return self
@@ -119,17 +117,20 @@ class Pool:
             except queue.Empty:
                 continue
 
-    def _new_slot(self):
-        if self.warm:
-            from sandbox.warm import WARM
-            slot = WARM[self.sandbox]() if self.sandbox in WARM else backends.get(self.sandbox)
-        else:
-            slot = backends.get(self.sandbox)
+    def _new_slot(self) -> Slot:
+        backend = registry.get(self.sandbox)
+        slot = backend.warm(warm_preparation()) if self.warm else ColdSlot(backend)
         with self._lock:
             self._all.append(slot)
-        if self._shut.is_set() and hasattr(slot, "shutdown"):
+        if self._shut.is_set():
             slot.shutdown()  # no server starts after a shutdown
         return slot
+
+
+def warm_preparation() -> list[dict]:
+    """What a warm sandbox prepares once for every exercise: its test package, its warm-up code."""
+    import exercise as exercises
+    return [{"tests": ex.tests_package, "warmup": ex.entry.warmup} for ex in exercises.all_exercises().values()]
 
 
 def upload_name(name: str) -> str:

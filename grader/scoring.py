@@ -5,6 +5,7 @@ import dataclasses
 
 from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility
 from grader.submission import Submission
+from sandbox.contract import rejection_text
 from sandbox.source import python_lines
 
 
@@ -21,7 +22,7 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
                 notes=tuple(str(n) for n in report.get("notes") or ()))
     status = report.get("status")
     if status == "rejected":
-        message = rejection_message(_dict(report.get("rejection")), exercise.entry, submission)
+        message = rejection_message(_dict(report.get("rejection")), exercise, submission)
         return GradeResult(status=Status.REJECTED, score=0.0, max_score=exercise.max_score,
                            message=message, **base)
     if status != "graded":
@@ -69,18 +70,6 @@ def _test(raw: dict) -> TestResult:
         raise ReportError(f"malformed test entry {raw!r:.200}: {err}") from err
 
 
-REJECTIONS = {
-    "import_failed": "importing your file raised {type}: {message}{at}",
-    "exit_at_import": "your file ends the program while it is imported (SystemExit{at}); remove the "
-                      "sys.exit()/exit() call or put it under if __name__ == \"__main__\":",
-    "no_class": "your file defines no class {cls}{found_list}; the class must be named exactly {cls}",
-    "not_a_class": "{cls} in your file is not a class (it is a value of type {found})",
-    "bad_init_signature": "{cls} must be created as {cls}({init_args}); yours has {signature}{at}",
-    "bad_forward_signature": "forward must accept ({forward_needed}) and ({forward_full}); "
-                             "yours is {signature}{at}",
-}
-
-
 def _bug(raw: dict) -> Bug:
     try:
         return Bug(id=str(raw["id"]), title=str(raw["title"]), explanation=str(raw["explanation"]),
@@ -106,25 +95,11 @@ def _with_bugs(test: TestResult, bugs: tuple[Bug, ...]) -> TestResult:
     return dataclasses.replace(test, bugs=tuple(ids))
 
 
-def rejection_message(rejection: dict, entry, submission: Submission) -> str:
-    """Exactly what is wrong with a submission that cannot be graded, and where."""
+def rejection_message(rejection: dict, exercise, submission: Submission) -> str:
+    """Exactly what is wrong with a submission that cannot be graded, and where: in the words the
+    exercise's entry contract gives (sandbox.contract)."""
     locate = submission.line_map.describe(python_lines(submission.script))
-    reason = str(rejection.get("reason"))
     error = _dict(rejection.get("error"))
     line = error.get("line") if isinstance(error.get("line"), int) else rejection.get("line")
-    found = rejection.get("found")
-    required = entry.forward_args[:entry.forward_required]
-    optional = tuple(f"{a}=None" for a in entry.forward_args[entry.forward_required:])
-    facts = {
-        "cls": entry.class_name, "type": error.get("type"), "message": error.get("message"),
-        "at": f" at {locate(line)}" if isinstance(line, int) else "",
-        "found": found, "signature": rejection.get("signature"),
-        "found_list": f" (classes found: {', '.join(map(str, found))})" if isinstance(found, list) and found else "",
-        "init_args": ", ".join(entry.init_args),
-        "forward_needed": ", ".join(required), "forward_full": ", ".join(required + optional),
-    }
-    if reason in REJECTIONS:
-        return REJECTIONS[reason].format(**facts)
-    if reason.startswith("import_"):  # the worker timed out, exited or flooded while importing
-        return f"your file could not be imported: {rejection.get('message')}"
-    return f"your file could not be loaded ({reason})"
+    at = f" at {locate(line)}" if isinstance(line, int) else ""
+    return rejection_text(exercise.entry, rejection, at, dict(exercise.rejections))

@@ -104,7 +104,7 @@ def check_compiles(script: bytes, line_map: LineMap) -> None:
     """Compile (never run) the script exactly as CPython would import it, in a child Python
     bounded in time and memory."""
     if not script.strip():
-        raise SubmissionRejected("empty", "the submission is empty: it must define class CausalSelfAttention")
+        raise SubmissionRejected("empty", "the submission is empty: it has no code at all")
     child = _COMPILE_CHILD.format(cpu=COMPILE_S + 1, memory=4 << 30)
     try:
         ran = subprocess.run([sys.executable, "-I", "-S", "-c", child], input=script, capture_output=True,

@@ -1,10 +1,12 @@
-"""What every sandbox backend takes and gives back, and the registry that picks one by name."""
+"""What every sandbox backend takes and gives back, and the contract it implements (Sandbox, Slot).
+The implementations are named in sandbox.registry, the only module that imports them."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
+from sandbox.contract import HarnessJob
 from sandbox.limits import Limits
 
 SCRIPT_NAME = "submission.py"
@@ -12,16 +14,18 @@ SCRIPT_NAME = "submission.py"
 
 @dataclass(frozen=True)
 class Job:
-    """One submission to grade: the script to run (a notebook is already converted) and its limits."""
-    exercise: str
+    """One submission to grade: the harness's job (built on the host from the exercise) and the
+    script to run (a notebook is already converted)."""
+    harness: HarnessJob
     source: bytes
-    limits: Limits
-    line_map: list = field(default_factory=list)
-    hidden: tuple[str, ...] = ()   # more paths the student's code may not read
 
-    def to_harness(self, submission_path: str) -> dict:
-        return {"exercise": self.exercise, "submission": submission_path, "limits": self.limits.to_dict(),
-                "line_map": self.line_map, "hidden": list(self.hidden)}
+    @property
+    def limits(self) -> Limits:
+        return self.harness.limits
+
+    def to_harness(self, submission_path: str, **placed) -> dict:
+        """The harness's job, for the submission where the launcher put it, as JSON-ready data."""
+        return self.harness.at(submission_path, **placed).to_dict()
 
 
 @dataclass(frozen=True)
@@ -32,11 +36,6 @@ class RunResult:
     failure: str | None = None      # set when there is no report: what went wrong
     log_tail: str = ""              # the end of the harness's stderr, for diagnosing grader faults
 
-    @classmethod
-    def of(cls, raw: bytes | None, duration_s: float, why_none: str, log_tail: str = "") -> RunResult:
-        """The result of a run that gave `raw`: its report, or `why_none` when it is not one."""
-        report = parse_report(raw)
-        return cls(report, duration_s, None if report is not None else why_none, log_tail)
 
 
 def parse_report(raw: bytes | None) -> dict | None:
@@ -48,38 +47,63 @@ def parse_report(raw: bytes | None) -> dict | None:
     return report if isinstance(report, dict) else None
 
 
+class Slot(Protocol):
+    """A sandbox kept for one grade after another (a batch's slot, a queue worker's): `start()`
+    readies it (a warm server's start is not a submission's grading time), `run(job)` grades,
+    `close()` stops it until the next start, `shutdown()` stops it for good, at once (a grade in
+    flight fails, none starts again); `starts` counts the servers started."""
+    starts: int
+
+    def start(self) -> None: ...
+
+    def run(self, job: Job) -> RunResult: ...
+
+    def close(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
 class Sandbox(Protocol):
+    """A backend: where the harness runs. A new backend implements these four and is named in
+    sandbox.registry; nothing else in the grader changes."""
     name: str
+
+    def check(self) -> None:
+        """Raise SandboxUnavailable, saying what to do, when this backend cannot run here."""
 
     def run(self, job: Job) -> RunResult:
         """Grade the job; never raises for anything the submission does."""
 
+    def warm(self, prepare: list[dict]) -> Slot:
+        """A slot of this backend, prepared for the exercises in `prepare` (their test packages
+        and warm-up code); a backend with no warm form gives ColdSlot(self)."""
+
+    def close(self) -> None:
+        """Release what the backend holds (connections); runs already over are cleaned up."""
+
+
+class ColdSlot:
+    """A slot that is a cold backend: every grade starts from nothing (`grade batch --cold`)."""
+    starts = 0
+
+    def __init__(self, backend: Sandbox):
+        self.backend = backend
+        self._shut = False
+
+    def start(self) -> None:
+        if self._shut:
+            raise SandboxUnavailable(f"the {self.backend.name} sandbox was shut down")
+
+    def run(self, job: Job) -> RunResult:
+        self.start()
+        return self.backend.run(job)
+
+    def close(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        self._shut = True
+
 
 class SandboxUnavailable(Exception):
     """The backend cannot run here at all (no engine, no image); the message says what to do."""
-
-
-class UnknownSandbox(LookupError):
-    def __init__(self, name: str, known: list[str]):
-        self.name, self.known = name, known
-        super().__init__(f"unknown sandbox {name!r}; known: {', '.join(known)}")
-
-
-def available() -> dict[str, type]:
-    """Backends by name; a new backend is one module and one line here."""
-    import os
-
-    from sandbox.container import IMAGE_MARKER, ImageSandbox
-    from sandbox.docker import DockerSandbox
-    from sandbox.local import LocalSandbox
-    found = {LocalSandbox.name: LocalSandbox, DockerSandbox.name: DockerSandbox}
-    if os.path.exists(IMAGE_MARKER):  # inside the grader image: grade with its two users
-        found[ImageSandbox.name] = ImageSandbox
-    return found
-
-
-def get(name: str) -> Sandbox:
-    backends = available()
-    if name not in backends:
-        raise UnknownSandbox(name, sorted(backends))
-    return backends[name]()

@@ -24,8 +24,8 @@ import sys
 import tempfile
 import time
 
-from sandbox.backend import SCRIPT_NAME, Job, RunResult
-from sandbox.local import kill_group, read_until
+from sandbox.backend import SCRIPT_NAME, ColdSlot, Job, RunResult
+from sandbox.launch import Launched, kill_group, run_harness
 from sandbox.proxy import zygote_command, zygote_env
 
 HARNESS_USER, STUDENT_USER = "grader", "student"
@@ -34,37 +34,34 @@ SCRATCH = "/tmp"
 IMAGE_MARKER = "/etc/attention-grader-image"   # written by the Dockerfile
 
 
-def run_job(job: dict, wall_s: float) -> tuple[bytes | None, str | None]:
-    """Run the harness on `job` (its `submission` readable by both users). Returns the raw report,
-    or None and why there is none."""
+def run_job(job: dict, wall_s: float) -> RunResult:
+    """Run the harness on `job` (its `submission` readable by both users): its report, or why none."""
     started = time.monotonic()
     parent, _ = start_student_zygote()
-    read_fd, write_fd = os.pipe()
-    job = {**job, "zygote_fd": parent.fileno(), "scratch": SCRATCH}
-    harness = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.harness", "-", str(write_fd)],
-                               pass_fds=[write_fd, parent.fileno()], user=HARNESS_USER,
-                               group=HARNESS_USER, extra_groups=[], stdin=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, cwd=os.path.dirname(job["submission"]),
-                               start_new_session=True)
-    os.close(write_fd)
-    parent.close()
-    try:
-        harness.stdin.write(json.dumps(job).encode())
-        harness.stdin.close()
-    except BrokenPipeError:
-        pass
-    try:
-        data, timed_out = read_until(read_fd, started + wall_s)
-    finally:
-        os.close(read_fd)
-        kill_group(harness)
-        kill_user(STUDENT_USER)
-    if timed_out:
-        return None, f"the sandbox did not finish within {wall_s:g} s"
-    return (data, None) if data else (None, f"the harness exited with code {harness.returncode} without a report")
+    job = {**job, "zygote": {"fd": parent.fileno()}, "scratch": SCRATCH}
+
+    def launch(write_fd: int) -> Launched:
+        harness = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.harness", "-", str(write_fd)],
+                                   pass_fds=[write_fd, parent.fileno()], user=HARNESS_USER,
+                                   group=HARNESS_USER, extra_groups=[], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, cwd=os.path.dirname(job["submission"]),
+                                   start_new_session=True)
+        parent.close()
+        try:
+            harness.stdin.write(json.dumps(job).encode())
+            harness.stdin.close()
+        except BrokenPipeError:
+            pass
+
+        def stop() -> int | None:
+            code = kill_group(harness)
+            kill_user(STUDENT_USER)
+            return code
+        return Launched(stop=stop)
+    return run_harness(launch, wall_s, started=started)
 
 
-def start_student_zygote(warm: bool = False) -> tuple[socket.socket, subprocess.Popen]:
+def start_student_zygote(warm: tuple[str, ...] | None = None) -> tuple[socket.socket, subprocess.Popen]:
     """A zygote running as the student user, and the socket that commands it."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     process = subprocess.Popen(zygote_command(child.fileno(), warm),
@@ -101,17 +98,23 @@ class ImageSandbox:
     image themselves. Only offered where the image's marker file exists."""
     name = "image"
 
+    def check(self) -> None:
+        """Offered only inside the image, where it always runs."""
+
+    def warm(self, prepare: list[dict]) -> ColdSlot:
+        return ColdSlot(self)  # a platform's container grades one submission, then goes
+
+    def close(self) -> None:
+        pass
+
     def run(self, job: Job) -> RunResult:
-        started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="grade-") as work:
             os.chmod(work, 0o755)
             script = os.path.join(work, SCRIPT_NAME)
             with open(script, "wb") as f:
                 f.write(job.source)
             os.chmod(script, 0o444)
-            data, failure = run_job(job.to_harness(script), job.limits.wall_s)
-        duration = time.monotonic() - started
-        return RunResult.of(data, duration, failure or "the harness's report is not a JSON object")
+            return run_job(job.to_harness(script), job.limits.wall_s)
 
 
 def main() -> int:
@@ -119,10 +122,13 @@ def main() -> int:
     with open(JOB) as f:
         job = json.load(f)
     wall_s = float(job.get("limits", {}).get("wall_s", 600))
-    data, _ = run_job(job, wall_s)
-    sys.stdout.buffer.write(data or b"")
+    run = run_job(job, wall_s)
+    if run.report is None:
+        sys.stderr.write(f"{run.failure}\n")  # the host's log; the host words the failure itself
+        return 1
+    sys.stdout.write(json.dumps(run.report))
     sys.stdout.flush()
-    return 0 if data else 1
+    return 0
 
 
 if __name__ == "__main__":

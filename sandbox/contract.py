@@ -79,7 +79,7 @@ class Entry:
         return f"{self.name}({', '.join([*args[:needed], *(f'{a}=None' for a in args[needed:])])})"
 
     def describe(self) -> str:
-        """The entry in one phrase, for messages: "class CausalSelfAttention(dim, n_heads)"."""
+        """The entry in one phrase, for messages: "class Model(dim, depth)", "function f(x)"."""
         return f"{self.kind} {self.call_text()}"
 
     def defined_in(self, source: bytes) -> bool:

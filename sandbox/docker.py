@@ -21,6 +21,8 @@ from sandbox.backend import (
     RunResult,
     SandboxUnavailable,
 )
+from sandbox.launch import outcome
+from sandbox.warm import WarmSandbox
 
 DEFAULT_IMAGE = "attention-grader:latest"
 MEMORY = "4g"           # the worker's own address-space limit (3 GiB) is hit first
@@ -35,6 +37,16 @@ class DockerSandbox:
 
     def __init__(self, image: str | None = None):
         self.image = image or os.environ.get("GRADER_IMAGE", DEFAULT_IMAGE)
+
+    def check(self) -> None:
+        """Raises SandboxUnavailable, saying what to do, when the engine or the image is missing."""
+        self.client()
+
+    def warm(self, prepare: list[dict]) -> WarmDocker:
+        return WarmDocker(prepare, self.image)
+
+    def close(self) -> None:
+        """Every container and volume of a run is removed by the run itself."""
 
     def client(self):
         import docker
@@ -77,10 +89,7 @@ class DockerSandbox:
             if container is not None:
                 container.remove(force=True)
             volume.remove(force=True)
-        duration = time.monotonic() - started
-        if timed_out:
-            return RunResult(None, duration, f"the container did not finish within {job.limits.wall_s:g} s", log)
-        return RunResult.of(report_bytes, duration, "the container exited without a report", log)
+        return outcome(report_bytes, timed_out, job.limits.wall_s, None, time.monotonic() - started, log)
 
 
 def container_options() -> dict:
@@ -101,3 +110,43 @@ def _archive(job: Job) -> bytes:
             info.size, info.mode, info.mtime = len(data), 0o444, int(time.time())
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+class WarmDocker(WarmSandbox):
+    """The server as a container from the grader image, locked down as the Docker backend's are."""
+    backend = "docker"
+
+    def __init__(self, prepare: list[dict] = (), image: str | None = None):
+        super().__init__(prepare)
+        self.cold = DockerSandbox(image)
+        self.container = None
+
+    def _open(self):
+        from docker.utils.socket import frames_iter
+        client = self.cold.client()
+        # auto_remove: should this process die, the server sees its stdin close, exits, and goes.
+        self.container = client.containers.create(
+            self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels={"attention-grader": "warm"},
+            entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image", *self._prepare_args()], stdin_open=True, init=True,
+            auto_remove=True, **container_options())
+        try:
+            self.socket = client.api.attach_socket(self.container.id,
+                                                   params={"stdin": 1, "stdout": 1, "stream": 1})
+            self.container.start()
+        except Exception:
+            self.container.remove(force=True)
+            raise
+        return (data for _stream, data in frames_iter(self.socket, tty=False))
+
+    def _write(self, data: bytes) -> None:
+        self.socket._sock.sendall(data)
+
+    def _stop(self) -> None:
+        try:
+            self.socket.close()
+        except Exception:
+            pass
+        try:
+            self.container.remove(force=True)
+        except Exception:  # already gone, or the engine went away: nothing left to remove here
+            pass

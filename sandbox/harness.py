@@ -15,7 +15,8 @@ import platform
 import sys
 import time
 
-from sandbox.limits import Limits, guard_harness, release_harness
+from sandbox.contract import HarnessJob
+from sandbox.limits import guard_harness, release_harness
 from sandbox.protocol import bounded
 from sandbox.proxy import Student, Zygote
 from sandbox.source import LineMap, python_lines
@@ -31,33 +32,31 @@ class HarnessFault(Exception):
     """The test suite itself could not run: a grader fault, reported as status error."""
 
 
-def run(job: dict) -> dict:
+def run(job: HarnessJob) -> dict:
     """Grade one submission inside the sandbox and return the raw report."""
     started = time.monotonic()
-    if "zygote_fd" in job:  # started by the container's entry point or a warm server
-        zygote = Zygote.attached(int(job["zygote_fd"]), ready=bool(job.get("zygote_ready")),
-                                 notes=list(job.get("zygote_notes") or ()),
-                                 capped=bool(job.get("zygote_capped")))
+    if job.zygote is not None:  # started by the container's entry point or a warm server
+        zygote = Zygote.attached(job.zygote.fd, ready=job.zygote.ready, notes=list(job.zygote.notes),
+                                 capped=job.zygote.capped)
     else:
-        zygote = Zygote.start(isolate=job.get("isolate", True), max_pids=ZYGOTE_PIDS)
-    import exercise
+        zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS)
     from sandbox.zygote import preload_lazy_torch_modules, single_threaded_torch
     preload_lazy_torch_modules()
     single_threaded_torch()
-    ex = exercise.get(job["exercise"])
-    limits = Limits.from_dict(job["limits"]) if job.get("limits") else ex.limits
-    line_map = LineMap.from_list(job.get("line_map"))
+    tests_dir = tests_folder(job.tests)
+    limits, line_map = job.limits, LineMap.from_list(list(job.line_map))
     # Stop calling the student's code early enough to report within the wall-clock limit.
     deadline = started + limits.wall_s - min(REPORT_MARGIN_S, limits.wall_s / 4)
     guard_harness(limits, alarm_at=deadline + min(ALARM_AFTER_S, limits.wall_s / 20))
-    source = _read_source(job["submission"])  # read once, before any of the student's code runs
+    source = _read_source(job.submission)  # read once, before any of the student's code runs
     source_lines = python_lines(source)
     # The worker may read neither the exercise (tests, reference) nor other grades' scratch folders.
     import tempfile
-    student = Student(zygote, path=job["submission"], entry=ex.entry, limits=limits, deadline=deadline,
-                      scratch=job.get("scratch"), locate=line_map.describe(source_lines),
-                      source=source, source_lines=source_lines, hidden=(str(ex.directory), tempfile.gettempdir(), *job.get("hidden", ())))
-    report = {"schema": REPORT_SCHEMA, "exercise": ex.name, "exercise_version": ex.version,
+    student = Student(zygote, path=job.submission, entry=job.entry, limits=limits, deadline=deadline,
+                      scratch=job.scratch or None, locate=line_map.describe(source_lines), source=source,
+                      source_lines=source_lines,
+                      hidden=(os.path.dirname(tests_dir), tempfile.gettempdir(), *job.hidden))
+    report = {"schema": REPORT_SCHEMA, "exercise": job.exercise, "exercise_version": job.version,
               "environment": _environment(), "notes": list(zygote.notes)}
     try:
         loaded = student.load()
@@ -66,7 +65,7 @@ def run(job: dict) -> dict:
             report.update(status="rejected", rejection=_plain({"reason": loaded.reason, **loaded.detail}))
             return report
         report["status"] = "graded"
-        report["tests"], findings = _run_pytest(ex.tests_dir, student)
+        report["tests"], findings = _run_pytest(tests_dir, student)
         report["bugs"], report["diagnosis_note"] = findings.bugs, findings.note
         report["diagnosis_skipped"] = findings.skipped
         report["printed"] = student.printed()
@@ -77,6 +76,15 @@ def run(job: dict) -> dict:
         zygote.close()
         report["duration_s"] = time.monotonic() - started
     return _bounded(report)
+
+
+def tests_folder(package: str) -> str:
+    """Where the exercise's test package lies, found by its dotted name wherever it is installed."""
+    import importlib.util
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise HarnessFault(f"the exercise's test package {package} is not installed here")
+    return list(spec.submodule_search_locations)[0]
 
 
 def _run_pytest(tests_dir, student: Student):
@@ -155,9 +163,10 @@ def _environment() -> dict:
 
 
 def report_text(job: dict) -> str:
-    """The report on `job` as JSON text; a fault of the harness itself becomes a report of status error."""
+    """The report on `job` (a HarnessJob as a dict) as JSON text; a fault of the harness itself
+    becomes a report of status error."""
     try:
-        return json.dumps(run(job))
+        return json.dumps(run(HarnessJob.from_dict(job)))
     except Exception as err:  # the harness's last resort: report the fault instead of a traceback
         import traceback
         return json.dumps({"schema": REPORT_SCHEMA, "status": "error", "error": f"{type(err).__name__}: {err}",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from sandbox import protocol
 from sandbox.protocol import bounded
 from sandbox.limits import Limits, PidsCgroup
-from sandbox.worker import EntrySpec
+from sandbox.contract import CLASS, Entry
 
 
 class StudentCodeError(Exception):
@@ -107,9 +107,9 @@ class Zygote:
         self._ready: dict | None = None
 
     @classmethod
-    def start(cls, *, isolate: bool = True, max_pids: int = 0, warm: bool = False) -> Zygote:
+    def start(cls, *, isolate: bool = True, max_pids: int = 0, warm: tuple[str, ...] | None = None) -> Zygote:
         """Start a zygote here; with max_pids, inside a pids cgroup where this process may make one;
-        `warm`: it warms torch up for its workers (a warm sandbox's zygote, which serves many)."""
+        `warm`: the warm-up sources it runs for its workers (a warm sandbox's zygote, which serves many)."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         notes = []
         cgroup = PidsCgroup.create(max_pids) if max_pids else None
@@ -138,7 +138,7 @@ class Zygote:
         if self._ready is None:
             self._ready = self._recv(timeout_s)
 
-    def spawn(self, *, path: str, cwd: str, entry: EntrySpec, limits: Limits,
+    def spawn(self, *, path: str, cwd: str, entry: Entry, limits: Limits,
               hidden: tuple[str, ...] = ()) -> _WorkerProcess:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
@@ -211,10 +211,12 @@ class Zygote:
         return answer
 
 
-def zygote_command(fd: int, warm: bool = False) -> list[str]:
+def zygote_command(fd: int, warm: tuple[str, ...] | None = None) -> list[str]:
     """How a zygote is started, commanded through socket `fd` (-P: the worker's folder must never
-    shadow a module the zygote imports)."""
-    return [sys.executable, "-P", "-m", "sandbox.zygote", str(fd), *(["--warm"] if warm else [])]
+    shadow a module the zygote imports); `warm`: the warm-up sources it runs first."""
+    from sandbox.zygote import encode_sources
+    return [sys.executable, "-P", "-m", "sandbox.zygote", str(fd),
+            *(["--warm", encode_sources(warm)] if warm is not None else [])]
 
 
 def zygote_env() -> dict:
@@ -298,7 +300,7 @@ class LoadResult:
 class Student:
     """The submission as the tests see it: fresh workers on demand, every call bounded in time."""
 
-    def __init__(self, zygote: Zygote, *, path: str, entry: EntrySpec, limits: Limits,
+    def __init__(self, zygote: Zygote, *, path: str, entry: Entry, limits: Limits,
                  deadline: float, scratch: str | None = None, locate=None, source: bytes = b"",
                  source_lines: list[str] | None = None, hidden: tuple[str, ...] = ()):
         self.zygote, self.path, self.entry, self.limits = zygote, path, entry, limits
@@ -487,7 +489,7 @@ class Student:
 
     # -- module API --------------------------------------------------------------------------
     def calls_to_watched(self) -> dict[str, int]:
-        """How often the exercise's watched functions (EntrySpec.watch) were called so far, by
+        """How often the exercise's watched functions (Entry.watch) were called so far, by
         every worker of this grade, and under "tampering" how often the student's code tried to get
         around the count. Read from the workers' tally pipes, not from their answers (watch.py)."""
         if self.worker:
@@ -518,7 +520,18 @@ class Student:
                 self.tally[byte] = self.tally.get(byte, 0) + chunk.count(byte)
 
     def new(self, *args, dtype: str = "float64", seed: int = 0, train: bool = False) -> RemoteModule:
-        info = self.request("new", args=list(args), dtype=dtype, seed=seed, train=train)
+        """A new instance of the entry class, built with `args` in the worker."""
+        if self.entry.kind != CLASS:
+            raise TypeError(f"the entry is a {self.entry.kind}: use function()")
+        return self._remote(self.request("new", args=list(args), dtype=dtype, seed=seed, train=train), dtype)
+
+    def function(self) -> RemoteModule:
+        """The entry function, living in the worker: call it, map it, take its vjp."""
+        if self.entry.kind == CLASS:
+            raise TypeError("the entry is a class: use new(...)")
+        return self._remote(self.request("new", args=[], dtype="float64"), "")
+
+    def _remote(self, info: dict, dtype: str) -> RemoteModule:
         try:
             return RemoteModule(self, info, dtype)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
@@ -529,7 +542,8 @@ MAX_DIM, MAX_PARAM_NUMEL = 1 << 20, 1 << 26
 
 
 class RemoteModule:
-    """A module instance living in the worker. Only tensors and plain data come back."""
+    """An instance of the entry class, or the entry function, living in the worker. Only tensors
+    and plain data come back: a call gives one tensor, or a tuple of Entry.returns of them."""
 
     def __init__(self, student: Student, info: dict, dtype: str):
         self.student = student
@@ -552,23 +566,33 @@ class RemoteModule:
         self._request("set_params", params=params)
 
     def __call__(self, *args):
-        return _tensor(self._request("call", args=list(args)).get("out"), "forward")
+        return self._answer(self._request("call", args=list(args)).get("out"))
 
-    def map(self, calls: list, *, sdpa_backend: str | None = None) -> list:
-        """forward(*args) for each argument tuple, in one round trip to the worker."""
-        outs = self._request("call_many", calls=[list(args) for args in calls],
-                             sdpa_backend=sdpa_backend).get("outs")
+    def map(self, calls: list, *, context: str | None = None) -> list:
+        """A call for each argument tuple, in one round trip to the worker; `context`: one of the
+        entry's named contexts to run them in."""
+        outs = self._request("call_many", calls=[list(args) for args in calls], context=context).get("outs")
         if not isinstance(outs, list) or len(outs) != len(calls):
-            raise WorkerFailure("protocol", "the worker's answer to a batch of forward calls was malformed")
-        return [_tensor(out, "forward") for out in outs]
+            raise WorkerFailure("protocol", "the worker's answer to a batch of calls was malformed")
+        return [self._answer(out) for out in outs]
+
+    def _answer(self, out):
+        returns = self.student.entry.returns
+        if returns == 1:
+            return _tensor(out, "forward")
+        if not isinstance(out, list) or len(out) != returns:
+            raise WorkerFailure("protocol", f"the worker's answer was not {returns} values")
+        return tuple(_tensor(o, "forward") for o in out)
 
     def shape_on(self, device: str, *args) -> list:
         """The output's shape when the module and its inputs live on `device` (e.g. 'meta')."""
         return list(self._request("shape_on", device=device, args=list(args)).get("shape") or [])
 
-    def vjp(self, *args, cotangents):
-        """Gradients of the output, contracted with each cotangent, with respect to args[0]."""
-        return _tensor(self._request("vjp", args=list(args), cotangents=cotangents).get("grads"), "backward")
+    def vjp(self, *args, cotangents, wrt: int = 0, output: int = 0):
+        """Gradients of the output (of output number `output`, for a call that returns several),
+        contracted with each cotangent, with respect to args[wrt]; stacked."""
+        return _tensor(self._request("vjp", args=list(args), cotangents=cotangents, wrt=wrt,
+                                     output=output).get("grads"), "backward")
 
 
 def _tensor(value, what: str):
@@ -579,7 +603,7 @@ def _tensor(value, what: str):
         raise WorkerFailure("protocol", f"the worker's {what} answer was not a tensor")
     if not value.is_floating_point():
         kind = str(value.dtype).removeprefix("torch.")
-        shown = {"forward": "your forward returned", "backward": "the gradient of your forward's output is"}[what]
+        shown = {"forward": "your code returned", "backward": "the gradient of your code's output is"}[what]
         raise BadAnswer(what, f"{shown} a {kind} tensor of shape {tuple(value.shape)}; a floating-point "
                               f"tensor (float32 or float64, like the input) is expected")
     return value

@@ -19,7 +19,7 @@ starts a fresh one. Without Landlock it never vouches, and every submission gets
 
 Protocol: one JSON object per line. The server says {"event": "ready", "notes": [...]} once, then
 answers each job (the harness's job with the submission's "source" in base64, and an "id") with
-{"id", "report" (the harness's JSON text, or null), "failure"}, and then, once it has cleared up,
+{"id", "report" (the harness's report, or null), "failure"}, and then, once it has cleared up,
 {"event": "reset", "clean": bool}; after a clean-up it cannot vouch for, it exits.
 """
 from __future__ import annotations
@@ -43,6 +43,7 @@ from sandbox.backend import (
     RunResult,
     SandboxUnavailable,
 )
+from sandbox.launch import Launched, run_harness
 
 READY_TIMEOUT_S = 180.0   # a server's start: the torch, pytest and exercise imports, on a loaded machine
 REPLY_MARGIN_S = 30.0     # beyond a job's wall clock, on a busy machine
@@ -55,8 +56,9 @@ _PR_SET_PDEATHSIG = 1
 class Server:
     """The slot's side of the sandbox: one zygote, and a fork of itself per submission."""
 
-    def __init__(self, image: bool):
+    def __init__(self, image: bool, prepare: list[dict]):
         self.image = image
+        self.prepare = prepare  # per exercise: its test package, and its warm-up source
         self.zygote = None
         self.notes: list[str] = []
         self.can_reset = False
@@ -73,32 +75,31 @@ class Server:
                 become,
                 start_student_zygote,
             )
-            control, process = start_student_zygote(warm=True)
+            control, process = start_student_zygote(warm=self._warm_ups())
             self.zygote = Zygote(control, process, [])
             self.student_uid = pwd.getpwnam(STUDENT_USER).pw_uid
             become(HARNESS_USER)
             os.environ["HOME"] = tempfile.gettempdir()
         else:
             from sandbox.harness import ZYGOTE_PIDS
-            self.zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=True)
+            self.zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=self._warm_ups())
         self.notes = list(self.zygote.notes)
         # Without Landlock a worker may write outside its scratch folder and reach the zygote: no
         # reset could vouch for that, so every submission then gets a fresh server.
         self.can_reset = landlock_abi() >= 1
         if not self.can_reset:
             self.notes.append("warm sandbox restarted after every submission: no Landlock on this kernel")
-        # What every harness needs, imported and warmed up once, on one thread (see warm_up_torch).
+        # What every harness needs, imported and warmed up once, on one thread (see warm_up).
         import pytest  # noqa: F401
         import pytest_jsonreport.plugin  # noqa: F401
 
-        import exercise
         import sandbox.harness
         import sandbox.pytest_plugin  # noqa: F401
-        from sandbox.zygote import preload_lazy_torch_modules, warm_up_torch
+        from sandbox.zygote import preload_lazy_torch_modules, warm_up
         preload_lazy_torch_modules()
-        warm_up_torch()
-        for ex in exercise.all_exercises().values():
-            _import_tests(ex)
+        warm_up(self._warm_ups())
+        for exercise in self.prepare:
+            _import_tests(str(exercise["tests"]))
         self.zygote.wait_ready(READY_TIMEOUT_S)
         # Only now, with the zygote running, has `unshare` surely made its namespaces and forked the
         # zygote: the process we started is `unshare` with the zygote as its only child, or the zygote.
@@ -107,9 +108,11 @@ class Server:
         children = [child for child, parent in _parents().items() if parent == started]
         self.zygote_pid = children[0] if children else started
 
+    def _warm_ups(self) -> tuple[str, ...]:
+        return tuple(str(p.get("warmup") or "") for p in self.prepare)
+
     def grade(self, message: dict) -> tuple[dict, str]:
         """The reply to one job, and the scratch folder that reset() must clear after it is sent."""
-        from sandbox.local import read_until
         started = time.monotonic()
         wall_s = float(message["limits"]["wall_s"])
         scratch = tempfile.mkdtemp(prefix="grade-")
@@ -121,26 +124,16 @@ class Server:
             f.write(base64.b64decode(message["source"]))
         os.chmod(path, 0o444)
         job = {**{k: v for k, v in message.items() if k not in ("id", "source")}, "submission": path,
-               "scratch": scratch, "zygote_fd": self.zygote.control.fileno(), "zygote_ready": True,
-               "zygote_notes": self.notes, "zygote_capped": self.zygote.processes_capped}
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            _harness_child(job, read_fd, write_fd)  # never returns
-        os.close(write_fd)
-        try:
-            raw, timed_out = read_until(read_fd, started + wall_s)
-        finally:
-            os.close(read_fd)
-            _kill_and_reap(pid)
-        reply = {"id": message.get("id"), "report": None, "failure": None}
-        if timed_out:
-            reply["failure"] = f"the sandbox did not finish within {wall_s:g} s"
-        elif not raw:
-            reply["failure"] = "the harness ended without a report"
-        else:
-            reply["report"] = raw.decode(errors="replace")
-        return reply, scratch
+               "scratch": scratch, "zygote": {"fd": self.zygote.control.fileno(), "ready": True,
+                                              "notes": self.notes, "capped": self.zygote.processes_capped}}
+
+        def launch(write_fd: int) -> Launched:
+            pid = os.fork()
+            if pid == 0:
+                _harness_child(job, write_fd)  # never returns
+            return Launched(stop=lambda: _kill_and_reap(pid))
+        run = run_harness(launch, wall_s, started=started)
+        return {"id": message.get("id"), "report": run.report, "failure": run.failure}, scratch
 
     def reset(self, scratch: str) -> bool:
         """Leave nothing of the last submission: its processes, IPC objects and files, and no change
@@ -211,17 +204,19 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _import_tests(ex) -> None:
-    """Import the exercise's test modules under the names pytest gives them (their package path),
+def _import_tests(package: str) -> None:
+    """Import an exercise's test modules under the names pytest gives them (their package path),
     so that each grade's pytest finds them imported instead of importing them again."""
     import importlib
-    package = ex.tests_dir.relative_to(ex.directory.parent.parent).as_posix().replace("/", ".")
-    for path in sorted(ex.tests_dir.glob("*.py")):
+    import pathlib
+
+    from sandbox.harness import tests_folder
+    for path in sorted(pathlib.Path(tests_folder(package)).glob("*.py")):
         if path.stem == "conftest" or path.stem.startswith("test_"):
             importlib.import_module(f"{package}.{path.stem}")
 
 
-def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
+def _harness_child(job: dict, write_fd: int) -> None:
     """In the fork: run the harness on `job`, the report into `write_fd`; never returns."""
     code = 0
     try:
@@ -231,7 +226,7 @@ def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
         from sandbox.zygote import close_fds_except
-        close_fds_except({0, 1, 2, write_fd, int(job["zygote_fd"])})  # not the protocol's stdout, nor read_fd
+        close_fds_except({0, 1, 2, write_fd, int(job["zygote"]["fd"])})  # not the protocol's stdout, nor the read end
         os.chdir(os.path.dirname(job["submission"]))
         from sandbox.harness import report_text
         text = report_text(job).encode()
@@ -242,21 +237,22 @@ def _harness_child(job: dict, read_fd: int, write_fd: int) -> None:
     os._exit(code)
 
 
-def _kill_and_reap(pid: int) -> None:
+def _kill_and_reap(pid: int) -> int | None:
     from sandbox.zygote import kill_session
     kill_session(pid)
     try:
-        os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     except ChildProcessError:
-        pass
+        return None
 
 
 def main() -> int:
     image = "--image" in sys.argv[1:]
+    prepare = json.loads(base64.b64decode(sys.argv[sys.argv.index("--prepare") + 1])) if "--prepare" in sys.argv else []
     channel = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol's own copy of stdout
     os.dup2(2, 1)                                     # anything else printed goes to the log
     sys.stdout = sys.stderr
-    server = Server(image=image)
+    server = Server(image=image, prepare=prepare)
     try:
         server.start()
         channel.write(json.dumps({"event": "ready", "notes": server.notes}) + "\n")
@@ -318,7 +314,8 @@ class WarmSandbox:
     """A Sandbox (run(job) -> RunResult) backed by one warm server, restarted whenever it must be."""
     backend = "local"
 
-    def __init__(self):
+    def __init__(self, prepare: list[dict] = ()):
+        self.prepare = list(prepare)  # per exercise: {"tests": its test package, "warmup": its source}
         self._lines: _Lines | None = None
         self._reset_pending = False   # the server is clearing up after the last job
         self.notes: list[str] = []
@@ -335,6 +332,9 @@ class WarmSandbox:
 
     def _stop(self) -> None:
         raise NotImplementedError
+
+    def _prepare_args(self) -> list[str]:
+        return ["--prepare", base64.b64encode(json.dumps(self.prepare).encode()).decode()]
 
     def start(self) -> None:
         """Have a server ready: the running one once it has cleared up after its last job, else a
@@ -385,8 +385,9 @@ class WarmSandbox:
                 self.close()
                 continue
             self._reset_pending = True
-            return RunResult.of((reply.get("report") or "").encode(), time.monotonic() - started,
-                                reply.get("failure") or "the harness's report is not a JSON object")
+            report = reply.get("report") if isinstance(reply.get("report"), dict) else None
+            return RunResult(report, time.monotonic() - started,
+                             None if report else str(reply.get("failure") or "the warm sandbox sent no report"))
         return RunResult(None, time.monotonic() - started, f"the warm {self.backend} sandbox failed: {failure}")
 
     def close(self) -> None:
@@ -401,76 +402,6 @@ class WarmSandbox:
         """Stop the server for good: a job in flight fails, and no new server starts."""
         self._shut.set()
         self.close()
-
-
-class WarmLocal(WarmSandbox):
-    """The server as a child process of this one, in its own session."""
-    backend = "local"
-
-    def _open(self):
-        self.process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.warm"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
-        return iter(lambda: self.process.stdout.read1(1 << 16), b"")
-
-    def _write(self, data: bytes) -> None:
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
-
-    def _stop(self) -> None:
-        from sandbox.local import kill_group
-        kill_group(self.process)
-        for stream in (self.process.stdin, self.process.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
-
-
-class WarmDocker(WarmSandbox):
-    """The server as a container from the grader image, locked down as the Docker backend's are."""
-    backend = "docker"
-
-    def __init__(self, image: str | None = None):
-        super().__init__()
-        from sandbox.docker import DockerSandbox
-        self.cold = DockerSandbox(image)
-        self.container = None
-
-    def _open(self):
-        from docker.utils.socket import frames_iter
-
-        from sandbox.docker import container_options
-        client = self.cold.client()
-        # auto_remove: should this process die, the server sees its stdin close, exits, and goes.
-        self.container = client.containers.create(
-            self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels={"attention-grader": "warm"},
-            entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image"], stdin_open=True, init=True,
-            auto_remove=True, **container_options())
-        try:
-            self.socket = client.api.attach_socket(self.container.id,
-                                                   params={"stdin": 1, "stdout": 1, "stream": 1})
-            self.container.start()
-        except Exception:
-            self.container.remove(force=True)
-            raise
-        return (data for _stream, data in frames_iter(self.socket, tty=False))
-
-    def _write(self, data: bytes) -> None:
-        self.socket._sock.sendall(data)
-
-    def _stop(self) -> None:
-        try:
-            self.socket.close()
-        except Exception:
-            pass
-        try:
-            self.container.remove(force=True)
-        except Exception:  # already gone, or the engine went away: nothing left to remove here
-            pass
-
-
-WARM = {"local": WarmLocal, "docker": WarmDocker}
 
 
 if __name__ == "__main__":

@@ -5,12 +5,12 @@ The count does not travel in the worker's answers (code the student could patch)
 writes one byte into a pipe of its own, whose other end the harness holds. A byte once written
 cannot be taken back, so the harness sees every call, in every test, whatever the worker says.
 
-- A Python function (F.multi_head_attention_forward) is recompiled from its own source with a
+- A Python function (a torch.nn.functional one, say) is recompiled from its own source with a
   first statement that writes the byte, and the new code replaces the function's `__code__` in
   place: every name, alias, import route, getattr, or module (torch.nn.modules.activation)
   that holds the function holds the counting one, in every thread. No copy that does not count
   is kept.
-- A torch operator (torch._native_multi_head_attention, nn.MultiheadAttention's fused path) gets
+- A torch operator (a fused native kernel, torch._X) gets
   a CPU kernel, registered in PyTorch's dispatcher, that writes the byte and refuses to run: every
   route to the operator (torch.X, torch.ops.aten.X, torch._C) meets it.
 - The writer checks, before and after each write, that its descriptor is still the pipe it was

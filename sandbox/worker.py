@@ -2,8 +2,9 @@
 
 Everything here runs in a process the student controls, so nothing it says is trusted: the
 harness decodes its answers without unpickling, bounds every read, and checks what it can.
-The requests are generic (build a module, set parameters, call it, run a backward pass): this
-file knows nothing about any exercise.
+The requests are generic (build an instance of the entry class, or take the entry function; set
+parameters, call it, run a backward pass): this file knows nothing about any exercise. What to look
+for in the submission comes from the exercise's Entry (sandbox.contract).
 """
 from __future__ import annotations
 
@@ -12,32 +13,10 @@ import inspect
 import os
 import sys
 import traceback
-from dataclasses import dataclass
-
 from sandbox import protocol
+from sandbox.contract import CLASS, Entry
 
 SUBMISSION_MODULE = "submission"
-
-
-@dataclass(frozen=True)
-class EntrySpec:
-    """What the exercise requires of the submission: a class and how it is called."""
-    class_name: str
-    init_args: tuple[str, ...]
-    forward_args: tuple[str, ...]
-    forward_required: int
-    watch: tuple[str, ...] = ()   # dotted functions whose calls the worker counts (watch.py)
-    preload: tuple[str, ...] = ()  # modules the worker imports in the background once it is ready
-
-    @classmethod
-    def from_dict(cls, d: dict) -> EntrySpec:
-        return cls(d["class_name"], tuple(d["init_args"]), tuple(d["forward_args"]),
-                   int(d["forward_required"]), tuple(d.get("watch", ())), tuple(d.get("preload", ())))
-
-    def to_dict(self) -> dict:
-        return {"class_name": self.class_name, "init_args": list(self.init_args),
-                "forward_args": list(self.forward_args), "forward_required": self.forward_required,
-                "watch": list(self.watch), "preload": list(self.preload)}
 
 
 def _text(value: object) -> str:
@@ -62,11 +41,11 @@ def describe_exception(err: BaseException, path: str) -> dict:
 class Worker:
     """Serves requests for one submission until the harness closes the pipe."""
 
-    def __init__(self, path: str, spec: EntrySpec, tally_fd: int | None = None):
+    def __init__(self, path: str, spec: Entry, tally_fd: int | None = None):
         self.path = os.path.abspath(path)
         self.spec = spec
         self.tally_fd = tally_fd  # the pipe the watched functions' calls are counted into (watch.py)
-        self.cls = None
+        self.entry = None  # the student's class or function
         self.modules: dict[int, object] = {}
 
     # -- loading -----------------------------------------------------------------------------
@@ -89,37 +68,43 @@ class Worker:
             return {"ok": False, "reason": "exit_at_import", "error": describe_exception(err, self.path)}
         except BaseException as err:
             return {"ok": False, "reason": "import_failed", "error": describe_exception(err, self.path)}
-        name = self.spec.class_name
-        cls = getattr(module, name, None)
-        if cls is None:
-            classes = sorted(k for k, v in vars(module).items() if inspect.isclass(v)
-                             and getattr(v, "__module__", None) == SUBMISSION_MODULE)
-            return {"ok": False, "reason": "no_class", "found": classes}
-        if not inspect.isclass(cls):
-            return {"ok": False, "reason": "not_a_class", "found": type(cls).__name__}
-        problem = self._signature_problem(cls)
+        found = getattr(module, self.spec.name, None)
+        problem = self._entry_problem(module, found)
         if problem:
-            return {"ok": False, "reason": problem[0], "signature": problem[1],
-                    "line": _definition_line(cls, problem[2])}
-        self.cls = cls
+            return {"ok": False, **problem}
+        self.entry = found
+        if self.spec.kind != CLASS:
+            self.modules[0] = found  # a function entry is handle 0: there is nothing to build
         return {"ok": True}
 
-    def _signature_problem(self, cls):
-        init_args = [object()] * len(self.spec.init_args)
-        try:
-            init_sig = inspect.signature(cls)
-            init_sig.bind(*init_args)
-        except (TypeError, ValueError):
-            return "bad_init_signature", _sig_text(cls, "__init__"), "__init__"
-        forward = getattr(cls, "forward", None)
-        if forward is None:
-            return "bad_forward_signature", "no forward method", None
-        try:
-            sig = inspect.signature(forward)
-            for n in range(self.spec.forward_required, len(self.spec.forward_args) + 1):
-                sig.bind(object(), *[object()] * n)
-        except (TypeError, ValueError):
-            return "bad_forward_signature", _sig_text(cls, "forward"), "forward"
+    def _entry_problem(self, module, found) -> dict | None:
+        """Why `found` (the module's attribute named as the entry) is not the entry the exercise
+        asks for, as a rejection's reason and facts; None when it is."""
+        is_class = self.spec.kind == CLASS
+        if found is None:
+            kind = inspect.isclass if is_class else inspect.isfunction
+            names = sorted(k for k, v in vars(module).items() if kind(v)
+                           and getattr(v, "__module__", None) == SUBMISSION_MODULE)
+            return {"reason": "no_class" if is_class else "no_function", "found": names}
+        if is_class and not inspect.isclass(found):
+            return {"reason": "not_a_class", "found": type(found).__name__}
+        if not is_class and (inspect.isclass(found) or not callable(found)):
+            return {"reason": "not_a_function", "found": type(found).__name__}
+        if is_class:
+            if not _binds(found, len(self.spec.args), len(self.spec.args)):
+                return {"reason": "bad_init_signature", "signature": _sig_text(found, "__init__"),
+                        "line": _definition_line(found, "__init__")}
+            for method in self.spec.methods:
+                bound = getattr(found, method.name, None)
+                if bound is None:
+                    return {"reason": "bad_method_signature", "method": method.name,
+                            "signature": f"no {method.name} method", "line": _definition_line(found, None)}
+                if not _binds(bound, method.needed, len(method.args), self_arg=True):
+                    return {"reason": "bad_method_signature", "method": method.name,
+                            "signature": _sig_text(found, method.name), "line": _definition_line(found, method.name)}
+        elif not _binds(found, self.spec.needed, len(self.spec.args)):
+            return {"reason": "bad_function_signature", "signature": _sig_text(found, None),
+                    "line": _definition_line(found, None)}
         return None
 
     # -- requests ----------------------------------------------------------------------------
@@ -137,15 +122,22 @@ class Worker:
         return self.modules[int(request["handle"])]
 
     def op_new(self, request: dict) -> dict:
+        """Build an instance of the entry class (a function entry has nothing to build: handle 0)."""
         import torch
+        if self.spec.kind != CLASS:
+            return {"handle": 0, "children": {}, "params": {}, "n_params": 0}
         torch.manual_seed(int(request.get("seed", 0)))
-        module = self.cls(*request["args"])
-        if not isinstance(module, torch.nn.Module):
-            raise TypeError(f"{self.spec.class_name}(...) built a {type(module).__name__}, not a torch.nn.Module")
-        module = module.to(getattr(torch, request["dtype"]))
-        module.train(bool(request.get("train", False)))
+        module = self.entry(*request["args"])
+        base = _resolve(self.spec.base) if self.spec.base else None
+        if base is not None and not isinstance(module, base):
+            raise TypeError(f"{self.spec.name}(...) built a {type(module).__name__}, not a {self.spec.base}")
+        if isinstance(module, torch.nn.Module):
+            module = module.to(getattr(torch, request["dtype"]))
+            module.train(bool(request.get("train", False)))
         handle = len(self.modules) + 1
         self.modules[handle] = module
+        if not isinstance(module, torch.nn.Module):
+            return {"handle": handle, "children": {}, "params": {}, "n_params": 0}
         children = {name: [c.__module__ + "." + c.__qualname__ for c in type(child).__mro__]
                     for name, child in module.named_children()}
         measured = self.parameters(module)
@@ -163,61 +155,98 @@ class Worker:
 
     def op_call(self, request: dict) -> dict:
         import torch
-        module = self._module(request)
-        with torch.enable_grad():
-            out = module(*request["args"])
-        return {"out": _as_output(out)}
+        target = self._module(request)
+        with torch.enable_grad(), self._context(request):
+            out = target(*request["args"])
+        return {"out": self._output(out)}
 
     def op_call_many(self, request: dict) -> dict:
-        """Several forward calls in one round trip; the first exception ends them all.
-        `sdpa_backend: "math"` runs them with PyTorch's reference attention kernel forced."""
-        import contextlib
-
+        """Several calls in one round trip; the first exception ends them all. `context` names
+        one of the entry's contexts to run them in (Entry.contexts)."""
         import torch
-        module = self._module(request)
-        context = contextlib.nullcontext()
-        if request.get("sdpa_backend") == "math":
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-            context = sdpa_kernel(SDPBackend.MATH)
-        with torch.enable_grad(), context:
-            return {"outs": [_as_output(module(*args)) for args in request["calls"]]}
+        target = self._module(request)
+        with torch.enable_grad(), self._context(request):
+            return {"outs": [self._output(target(*args)) for args in request["calls"]]}
 
     def op_shape_on(self, request: dict) -> dict:
-        """Move the module and the arguments to a device (e.g. 'meta') and run forward there."""
-        module = self._module(request).to(request["device"])
+        """Move the instance and the arguments to a device (e.g. 'meta') and call it there."""
+        target = self._module(request)
+        if hasattr(target, "to") and self.spec.kind == CLASS:
+            target = target.to(request["device"])
         args = [a.to(request["device"]) if hasattr(a, "to") else a for a in request["args"]]
-        return {"shape": list(_as_output(module(*args)).shape)}
+        out = self._output(target(*args))
+        return {"shape": list((out[0] if isinstance(out, list) else out).shape)}
 
     def op_vjp(self, request: dict) -> dict:
-        """Vector-Jacobian products of the output with respect to the first argument."""
+        """Vector-Jacobian products of output `output` (of a call that returns several) with
+        respect to argument `wrt`."""
         import torch
-        module = self._module(request)
+        target = self._module(request)
         args = list(request["args"])
-        x = args[0].clone().requires_grad_(True)
+        wrt, which = int(request.get("wrt", 0)), int(request.get("output", 0))
+        args[wrt] = args[wrt].clone().requires_grad_(True)
         with torch.enable_grad():
-            out = _as_output(module(x, *args[1:]))
-            grads = [torch.autograd.grad(out, x, grad_outputs=c.to(out.dtype), retain_graph=True)[0]
+            out = self._output(target(*args))
+            out = out[which] if isinstance(out, list) else out
+            grads = [torch.autograd.grad(out, args[wrt], grad_outputs=c.to(out.dtype), retain_graph=True)[0]
                      for c in request["cotangents"]]
         return {"grads": torch.stack(grads)}
 
+    def _context(self, request: dict):
+        """The context a call runs in: one the entry declares by name, else none."""
+        import contextlib
+        expression = self.spec.context(str(request.get("context") or ""))
+        if not expression:
+            return contextlib.nullcontext()
+        import torch
+        return eval(expression, {"torch": torch})  # the exercise's own expression, in the student's process
 
-def _as_output(out):
-    import torch
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"forward returned a {type(out).__name__}, not a tensor")
-    return out
+    def _output(self, out):
+        """What a call returned, checked against the entry: one tensor, or `returns` of them."""
+        import torch
+        what = "forward" if self.spec.kind == CLASS else self.spec.name
+        if self.spec.returns == 1:
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"{what} returned a {type(out).__name__}, not a tensor")
+            return out
+        if not isinstance(out, (tuple, list)) or len(out) != self.spec.returns:
+            got = f"{len(out)} values" if isinstance(out, (tuple, list)) else f"a {type(out).__name__}"
+            raise TypeError(f"{what} returned {got}; {self.spec.returns} tensors are expected")
+        for i, item in enumerate(out):
+            if not isinstance(item, torch.Tensor):
+                raise TypeError(f"{what} returned a {type(item).__name__} as value {i + 1}, not a tensor")
+        return list(out)
 
 
-def _sig_text(cls, method: str) -> str:
+def _resolve(dotted: str):
+    """The object a dotted name names ("torch.nn.Module")."""
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _binds(fn, needed: int, most: int, *, self_arg: bool = False) -> bool:
+    """Whether `fn` accepts every count of positional arguments from `needed` to `most`."""
     try:
-        return f"{method}{inspect.signature(getattr(cls, method))}"
+        sig = inspect.signature(fn)
+        for n in range(needed, most + 1):
+            sig.bind(*[object()] * (n + self_arg))
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _sig_text(obj, method: str | None) -> str:
+    """`forward(self, x)`: the signature of `obj`'s method, or of `obj` itself with its name."""
+    try:
+        target = getattr(obj, method) if method else obj
+        return f"{method or getattr(obj, '__name__', '')}{inspect.signature(target)}"
     except (TypeError, ValueError, AttributeError):
-        return method
+        return method or "?"
 
 
-def _definition_line(cls, method: str | None) -> int | None:
+def _definition_line(obj, method: str | None) -> int | None:
     try:
-        return inspect.getsourcelines(getattr(cls, method) if method else cls)[1]
+        return inspect.getsourcelines(getattr(obj, method) if method else obj)[1]
     except (TypeError, OSError, AttributeError):
         return None
 
@@ -238,7 +267,7 @@ def _preload_in_background(names) -> None:
         threading.Thread(target=load, daemon=True).start()
 
 
-def serve(req_fd: int, resp_fd: int, path: str, spec: EntrySpec, *, tally_fd: int | None = None) -> None:
+def serve(req_fd: int, resp_fd: int, path: str, spec: Entry, *, tally_fd: int | None = None) -> None:
     """Import the submission, say whether it is usable, then answer requests until EOF."""
     worker = Worker(path, spec, tally_fd)
     handle, send, recv = worker.handle, protocol.send, protocol.recv  # before the student's code runs

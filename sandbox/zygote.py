@@ -2,8 +2,8 @@
 
 Forking from it makes a fresh worker cost milliseconds instead of a torch import. It never runs
 a tensor op on more than one thread, since a process that has used torch's thread pool forks
-children that hang (measured with torch 2.13); a warm sandbox's zygote (--warm) runs a few
-single-threaded ops first, so that its workers find torch's lazy set-up done (warm_up_torch). Where the OS allows, the harness starts it as PID 1 of new PID and
+children that hang (measured with torch 2.13); a warm sandbox's zygote (--warm SOURCES) runs the exercises'
+warm-up code on one thread first, so that its workers find torch's lazy set-up done (warm_up). Where the OS allows, the harness starts it as PID 1 of new PID and
 network namespaces: workers then have no network, cannot signal anything outside, and all of them
 die with the zygote.
 
@@ -22,6 +22,7 @@ import time
 from sandbox import limits as limits_mod
 from sandbox import reset
 from sandbox.confine import confine
+from sandbox.contract import Entry
 
 
 def main() -> None:
@@ -29,8 +30,8 @@ def main() -> None:
     import numpy  # noqa: F401  (torch warns when numpy is missing; import it once here)
     import torch  # noqa: F401  (imported; ops only on one thread: see the module docstring)
     preload_lazy_torch_modules()
-    if "--warm" in sys.argv[2:]:
-        warm_up_torch()
+    if "--warm" in sys.argv[2:3]:
+        warm_up(decode_sources(sys.argv[3]))
     reset.protect_self()
     baseline = reset.settings()  # what a worker of the same user could change in this process
     statuses: dict[int, int] = {}
@@ -69,42 +70,35 @@ def main() -> None:
 
 def preload_lazy_torch_modules() -> None:
     """Import what torch 2.13 would import on the first backward through softmax or the first
-    masked nn.MultiheadAttention call (sympy, via symbolic_shapes): 0.4 s that every forked
+    masked call of a torch.nn layer (sympy, via symbolic_shapes): 0.4 s that every forked
     worker would otherwise pay again. An import, not an op, so forking stays safe."""
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
 
-def warm_up_torch() -> None:
-    """Run, once and on one thread, the kinds of op a grade starts with (linear layers, masked
-    softmax attention, nn.MultiheadAttention with masks, SDPA, einsum, backward, a Jacobian, a meta
-    device op, in float32 and float64), so that every process forked from this one finds torch's
-    lazy set-up done. Used by warm sandboxes, whose zygote and harness server fork one process per
-    grade. Forking after ops is safe only because none ran on more than one thread (measured with
-    torch 2.13: after a multi-threaded op, a forked child hangs in its first parallel op; after
-    single-threaded ops, children run normally, even with more threads). The random number
-    generator is left as it was."""
+def warm_up(sources) -> None:
+    """Run, once and on one thread, the exercises' warm-up code (Entry.warmup: the kinds of op a
+    grade starts with), so that every process forked from this one finds torch's lazy set-up done.
+    Used by warm sandboxes, whose zygote and harness server fork one process per grade. Forking
+    after ops is safe only because none ran on more than one thread (measured with torch 2.13:
+    after a multi-threaded op, a forked child hangs in its first parallel op; after single-threaded
+    ops, children run normally, even with more threads). The random number generator is left as
+    it was."""
     import torch
-    import torch._dynamo
-    import torch.nn.functional as F
     single_threaded_torch()
     with torch.random.fork_rng(devices=[]):
-        for dtype in (torch.float32, torch.float64):
-            x = torch.randn(2, 5, 8, dtype=dtype, requires_grad=True)
-            layer = torch.nn.Linear(8, 24, dtype=dtype)
-            mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=dtype)
-            padding = torch.zeros(2, 5, dtype=torch.bool)
-            padding[1, 3:] = True
-            future = torch.ones(5, 5, dtype=torch.bool).triu(1)
-            out, _ = mha(x, x, x, key_padding_mask=padding, attn_mask=future, need_weights=False)
-            q, k, v = layer(x).split(8, dim=2)
-            q, k, v = (t.view(2, 5, 2, 4).transpose(1, 2) for t in (q, k, v))
-            weights = (q @ k.transpose(-2, -1) / 2.0).masked_fill(future, float("-inf")).softmax(dim=-1)
-            mixed = (weights @ v).transpose(1, 2).contiguous().view(2, 5, 8)
-            sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            total = out.sum() + mixed.sum() + sdpa.sum() + torch.einsum("bhtd,bhsd->bhts", q, k).sum()
-            total.backward()
-            torch.autograd.functional.jacobian(lambda z: z.softmax(-1), torch.randn(3, dtype=dtype))
-        layer.to("meta")(torch.empty(2, 8, device="meta"))
+        for source in sources:
+            exec(compile(source, "<exercise warm-up>", "exec"), {"__name__": "__warm_up__"})  # noqa: S102
+
+
+def encode_sources(sources) -> str:
+    """Warm-up sources as one command-line word."""
+    import base64
+    return base64.b64encode(json.dumps(list(sources)).encode()).decode()
+
+
+def decode_sources(word: str) -> list[str]:
+    import base64
+    return [str(s) for s in json.loads(base64.b64decode(word))]
 
 
 def single_threaded_torch() -> None:
@@ -146,7 +140,7 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         from sandbox import protocol, worker
         # The notes go out before the student's code is imported: nothing it does can add to them.
         protocol.send(resp_fd, {"event": "confined", "notes": notes})
-        worker.serve(req_fd, resp_fd, command["path"], worker.EntrySpec.from_dict(command["entry"]),
+        worker.serve(req_fd, resp_fd, command["path"], Entry.from_dict(command["entry"]),
                      tally_fd=tally_fd)
         code = 0
     except BaseException:  # last resort in a forked child: never fall back into the zygote's loop

@@ -107,13 +107,14 @@ def test_the_sandbox_code_stays_readable_when_the_project_lies_in_a_hidden_folde
 
 
 def test_a_warmed_up_process_forks_children_that_run_parallel_ops():
-    """warm_up_torch runs ops before the warm sandboxes fork; it must leave forked children able to
+    """A warm sandbox runs the exercises' warm-up ops before it forks; it must leave forked children able to
     run torch on several threads (a process that ran an op on torch's thread pool would not: its
     children hang in their first parallel op)."""
     script = """
 import os, sys
-from sandbox.zygote import warm_up_torch
-warm_up_torch()
+import exercise
+from sandbox.zygote import warm_up
+warm_up([ex.entry.warmup for ex in exercise.all_exercises().values()])
 import torch
 pid = os.fork()
 if pid == 0:
@@ -143,8 +144,7 @@ def test_a_worker_whose_own_set_up_fails_is_the_graders_failure_not_the_students
     from exercise import get
     submission = tmp_path / "submission.py"
     submission.write_text(CORRECT)
-    job = {"exercise": get().name, "submission": str(submission), "limits": get().limits.to_dict(),
-           "scratch": str(tmp_path / "no-such-folder")}
+    job = get().job().at(str(submission), scratch=str(tmp_path / "no-such-folder")).to_dict()
     read_fd, write_fd = os.pipe()
     proc = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.harness", "-", str(write_fd)],
                             stdin=subprocess.PIPE, pass_fds=[write_fd])

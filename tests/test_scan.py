@@ -101,7 +101,7 @@ def test_a_source_the_scan_cannot_read_is_a_finding_not_silence():
 
     class Student:
         source = b""
-        entry = type("Entry", (), {"class_name": "CausalSelfAttention"})
+        entry = type("Entry", (), {"name": "CausalSelfAttention"})
 
     found = Diagnosis()
     _forbidden(Student(), found, [], lambda line: f"line {line}")

@@ -41,7 +41,7 @@ def test_a_grader_fault_in_any_test_records_no_score():
 def test_rejection_message_maps_notebook_lines_to_cells():
     sub = Submission("n.ipynb", "0", b"import torch\nx = 1\ny = 1 / 0\n", LineMap((CellSpan(1, 1, 1), CellSpan(2, 2, 3))))
     message = rejection_message({"reason": "import_failed", "error": {"type": "ZeroDivisionError",
-                                 "message": "division by zero", "line": 3}}, EX.entry, sub)
+                                 "message": "division by zero", "line": 3}}, EX, sub)
     assert message == "importing your file raised ZeroDivisionError: division by zero at cell 3, line 2: y = 1 / 0"
 
 

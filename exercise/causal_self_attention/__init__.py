@@ -2,20 +2,52 @@
 from pathlib import Path
 
 from exercise import Exercise
+from sandbox.contract import Entry, Method
 from sandbox.limits import Limits
-from sandbox.worker import EntrySpec
+
+# Run once on one thread by a warm sandbox (sandbox.zygote.warm_up), so that every process forked
+# from it finds torch's lazy set-up done for the ops a grade starts with: linear layers, masked
+# softmax attention, nn.MultiheadAttention with masks, SDPA, einsum, backward, a Jacobian and a
+# meta-device op, in float32 and float64.
+WARMUP = """
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+for dtype in (torch.float32, torch.float64):
+    x = torch.randn(2, 5, 8, dtype=dtype, requires_grad=True)
+    layer = torch.nn.Linear(8, 24, dtype=dtype)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=dtype)
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    padding[1, 3:] = True
+    future = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    out, _ = mha(x, x, x, key_padding_mask=padding, attn_mask=future, need_weights=False)
+    q, k, v = layer(x).split(8, dim=2)
+    q, k, v = (t.view(2, 5, 2, 4).transpose(1, 2) for t in (q, k, v))
+    weights = (q @ k.transpose(-2, -1) / 2.0).masked_fill(future, float("-inf")).softmax(dim=-1)
+    mixed = (weights @ v).transpose(1, 2).contiguous().view(2, 5, 8)
+    sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    total = out.sum() + mixed.sum() + sdpa.sum() + torch.einsum("bhtd,bhsd->bhts", q, k).sum()
+    total.backward()
+    torch.autograd.functional.jacobian(lambda z: z.softmax(-1), torch.randn(3, dtype=dtype))
+layer.to("meta")(torch.empty(2, 8, device="meta"))
+"""
 
 EXERCISE = Exercise(
     name="causal-self-attention",
     version="1",
     title="Causal multi-head self-attention",
-    entry=EntrySpec(class_name="CausalSelfAttention", init_args=("dim", "n_heads"),
-                    forward_args=("x", "key_padding_mask"), forward_required=1,
-                    # nn.MultiheadAttention's two paths, and nn.TransformerEncoderLayer's fused one
-                    watch=("torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
-                           "torch._transformer_encoder_layer_fwd"),
-                    # the meta-device probe (test_07_advice.py) needs it; 0.8 s, so load it early
-                    preload=("torch._dynamo",)),
+    entry=Entry.a_class(
+        "CausalSelfAttention", ("dim", "n_heads"), Method("forward", ("x", "key_padding_mask"), required=1),
+        # nn.MultiheadAttention's two paths, and nn.TransformerEncoderLayer's fused one
+        watch=("torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
+               "torch._transformer_encoder_layer_fwd"),
+        # the meta-device probe (test_07_advice.py) needs it; 0.8 s, so load it early
+        preload=("torch._dynamo",),
+        warmup=WARMUP,
+        # the diagnosis runs some probes with PyTorch's reference attention kernel forced
+        contexts=(("math_sdpa", "__import__('torch.nn.attention', fromlist=['sdpa_kernel'])"
+                                ".sdpa_kernel(torch.nn.attention.SDPBackend.MATH)"),)),
     directory=Path(__file__).parent,
+    package=__name__,
     limits=Limits(),
 )

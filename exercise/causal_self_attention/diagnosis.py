@@ -449,7 +449,7 @@ def _sdpa_math(student, found: Diagnosis, *_):
     is_causal=True, or .view() on SDPA's output, whose memory layout differs between kernels."""
     padded = probes()[2]
     try:
-        student.new(DIM, HEADS).map([padded.args], sdpa_backend="math")
+        student.new(DIM, HEADS).map([padded.args], context="math_sdpa")
     except StudentCodeError as err:
         forced = f"with PyTorch's math SDPA backend forced (as on other hardware), your forward raises {err.describe()}"
         if "is_causal" in err.message:
@@ -563,7 +563,7 @@ def _forbidden(student, found: Diagnosis, source_lines, locate):
     scan.py), or the worker counted a call to one (watch.py, so no text trick hides it). A source
     the scan cannot read is a finding too: the check must never pass by silence."""
     try:
-        hit = scan.find_forbidden(student.source, FORBIDDEN_NAMES, inside_class=student.entry.class_name)
+        hit = scan.find_forbidden(student.source, FORBIDDEN_NAMES, inside_class=student.entry.name)
     except scan.ScanError as err:
         found.add("uses_forbidden_builtin", "unscannable",
                   f"the grader could not read your source to check that your class does not use "
