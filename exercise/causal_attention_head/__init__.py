@@ -31,5 +31,6 @@ EXERCISE = Exercise(
                "torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention"),
         warmup=WARMUP),
     directory=Path(__file__).parent,
+    package=__name__,
     limits=Limits(wall_s=60.0, tests_s=30.0),
 )
