@@ -1,6 +1,7 @@
 """The second exercise, `causal-attention-head` (a function, not a module), graded through the real
 CLI on its own corpus: every correct style gets full marks and no bug; every buggy file loses points
-and is named exactly its own bug; `grade exercises` lists both exercises. The attacks that apply to
+and is named exactly its own bug; a mistake outside the catalog gets an honest note and
+no name; `grade exercises` lists both exercises. The attacks that apply to
 a function are in tests/submissions/head/attacks, run by tests/test_attacks.py in both sandboxes.
 
 The corpus is graded once, by one `grade batch` run in warm local sandboxes (as an instructor
@@ -23,6 +24,7 @@ NAME = "causal-attention-head"
 HEAD = SUBMISSIONS / "head"
 CORRECT = sorted((HEAD / "correct").glob("*.py"))
 BUGGY = sorted((HEAD / "buggy").glob("*.py"))
+UNKNOWN = sorted((HEAD / "unknown").glob("*.py"))   # mistakes outside the catalog
 
 
 def declared(path) -> set[str]:
@@ -32,11 +34,11 @@ def declared(path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def head_graded(tmp_path_factory) -> dict[str, dict]:
-    """Every correct and buggy file of the corpus, graded by one `grade batch` run: results by
+    """Every correct, buggy and outside-the-catalog file of the corpus, graded by one `grade batch` run: results by
     'folder/name'."""
     root = tmp_path_factory.mktemp("head-corpus")
     (root / "class").mkdir()
-    for path in CORRECT + BUGGY:
+    for path in CORRECT + BUGGY + UNKNOWN:
         (root / "class" / f"{path.parent.name}__{path.name}").write_bytes(path.read_bytes())
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(root / "class"), "--exercise", NAME,
                            "--out", str(root / "out"), "--jobs", "2"], capture_output=True, text=True, timeout=900)
@@ -45,7 +47,7 @@ def head_graded(tmp_path_factory) -> dict[str, dict]:
     for result_file in (root / "out" / "results").glob("*.json"):
         result = json.loads(result_file.read_text())
         results[result["submission"]["name"].replace("__", "/", 1)] = result
-    assert len(results) == len(CORRECT) + len(BUGGY)
+    assert len(results) == len(CORRECT) + len(BUGGY) + len(UNKNOWN)
     return results
 
 
@@ -74,6 +76,14 @@ def test_mistake_loses_points_and_is_named_exactly(head_graded, path):
         assert bug["title"] and bug["explanation"] and bug["fix"] and bug["evidence"] and not bug["advice"]
         # the bug is on the failed tests whose points it costs
         assert any(bug["id"] in t["bugs"] for t in result["tests"] if t["status"] != "passed")
+
+
+@pytest.mark.parametrize("path", UNKNOWN, ids=[p.name for p in UNKNOWN])
+def test_mistake_outside_the_catalog_gets_the_note_and_no_name(head_graded, path):
+    result = head_graded[f"unknown/{path.name}"]
+    assert result["status"] == "graded" and result["score"] < 100
+    assert result["bugs"] == []
+    assert "no mistake in the catalog" in result["diagnosis"]
 
 
 def test_grade_exercises_lists_both():

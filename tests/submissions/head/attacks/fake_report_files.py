@@ -1,4 +1,4 @@
-# attack: writes forged full-marks reports to ./result.json, $TMPDIR, /tmp, the platforms' result folders and every open descriptor 3..63, and prints one
+# attack: at import, writes forged full-marks reports to ./result.json, $TMPDIR, /tmp and the platforms' result folders and prints one; in every call, writes one to each open descriptor 3..63
 # sandboxes: local docker
 # exercise: causal-attention-head
 import math
@@ -29,9 +29,6 @@ def _write_everywhere():
             os.write(_fd, _text.encode() + b"\n")
         except OSError:
             pass
-
-
-_write_everywhere()
 # attack-end
 
 
