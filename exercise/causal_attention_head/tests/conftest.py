@@ -40,30 +40,20 @@ def gated(attention_gate) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def diagnosis(student, findings):
+def diagnosis(request, student, findings):
     """Which known mistakes explain this submission (diagnosis.py), reported once per grade: the
     forbidden built-ins before the tests, the probes of what went wrong after them, and only if a
     test failed."""
     from exercise.causal_attention_head.diagnosis import complete, diagnose
-    _FAILED.clear()  # a warm sandbox's harness is a fork: start from nothing
     with student.side_allowance(timeouts=1):  # a hanging function must not use up the tests' allowance
         found = diagnose(student)
     yield found
     with student.side_allowance(timeouts=1):
-        complete(found, student, failed=bool(_FAILED))
+        complete(found, student, failed=request.session.testsfailed > 0)
     for finding in found.findings:
         findings.add(finding)
     findings.note = found.unexplained
     findings.skipped = found.skipped
-
-
-_FAILED: list[str] = []
-
-
-def pytest_runtest_logreport(report):
-    """Which tests failed, for the diagnosis after them."""
-    if report.failed:
-        _FAILED.append(report.nodeid)
 
 
 def _fail_if_delegated(student) -> None:
