@@ -1,6 +1,7 @@
 # attack: a leaky (unmasked) output whose leak is hidden from autograd (.detach() on the difference to a causal one), so the gradients look causal
-# sandboxes: local docker
+# sandboxes: local
 # exercise: causal-attention-head
+# (local only: it attacks the tests' logic, which is the same in every sandbox)
 import math
 
 import torch

@@ -1,6 +1,7 @@
 # attack: returns (v, identity weights): rows sum to 1, nothing above the diagonal, perfectly causal, and no attention at all
-# sandboxes: local docker
+# sandboxes: local
 # exercise: causal-attention-head
+# (local only: it attacks the tests' logic, which is the same in every sandbox)
 import math
 
 import torch
