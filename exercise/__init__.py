@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.contract import Entry, HarnessJob
+from sandbox.errors import GraderError
 from sandbox.limits import Limits
 
 ENTRY_POINT_GROUP = "attention_grader.exercises"
@@ -62,7 +63,7 @@ class Exercise:
         return digest.hexdigest()
 
 
-class UnknownExercise(LookupError):
+class UnknownExercise(GraderError, LookupError):
     """No exercise plug-in has this name."""
 
     def __init__(self, name: str, known: list[str]):
@@ -73,7 +74,7 @@ class UnknownExercise(LookupError):
 DEFAULT = "causal-self-attention"
 
 
-class BadPlugin(Exception):
+class BadPlugin(GraderError):
     """An installed exercise plug-in that cannot be loaded; the message says which and why."""
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import exercise as exercises
 from grader import __version__, classreport, formats, grading, text
 from grader import submission as submissions
-from grader.errors import SubmissionRejected
+from grader.errors import GraderError, SubmissionRejected
 from grader.pool import Pool, PoolClosed
 from grader.result import GradeResult, Status
 
@@ -110,7 +110,7 @@ class Outcome:
         return [row.submission for row in self.rows if row.status == Status.ERROR.value]
 
 
-class BatchBusy(Exception):
+class BatchBusy(GraderError):
     """Another batch is writing to the same output folder."""
 
 

@@ -211,7 +211,7 @@ def gradescope_entry(root: Path, sandbox: str, exercise_name: str):
 @platform_group.command("prairielearn")
 @click.option("--root", type=click.Path(path_type=Path, file_okay=False), default=platforms.PRAIRIELEARN_ROOT,
               show_default=True, help="PrairieLearn's folder: grades ROOT/student into ROOT/results/results.json.")
-@_sandbox_option("image" if "image" in registry.available() else grading.DEFAULT_SANDBOX)
+@_sandbox_option(registry.platform_default())
 @_exercise_option
 def prairielearn_entry(root: Path, sandbox: str, exercise_name: str):
     """What the grader image runs as PrairieLearn's external grader."""

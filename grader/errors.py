@@ -3,8 +3,9 @@ different types and reach the user differently."""
 from __future__ import annotations
 
 
-class GraderError(Exception):
-    """Root of every error the grader raises on purpose."""
+from sandbox.errors import GraderError
+
+__all__ = ["GraderError", "SubmissionRejected", "SandboxFailure"]
 
 
 class SubmissionRejected(GraderError):

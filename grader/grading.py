@@ -15,10 +15,7 @@ from grader.errors import SandboxFailure, SubmissionRejected
 from grader.result import GradeResult, Status
 from grader.scoring import ReportError, result_from_report
 
-DEFAULT_SANDBOX = "local"
-# Sandboxes with a file system of their own, where none of this machine's folders exist (and their
-# own /work is the scratch folder): the host's private places mean nothing there.
-CONTAINED = ("docker",)
+DEFAULT_SANDBOX = registry.DEFAULT
 
 
 def grade(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
@@ -47,11 +44,11 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
     `backend`: a sandbox already running (a batch's warm one), else a new one named `sandbox`;
     `hidden`: more paths the student's code may not read (a batch's other submissions)."""
     started = time.monotonic()
-    if sandbox not in CONTAINED:
+    backend = backend or registry.get(sandbox)
+    if not backend.contained:  # a sandbox with a file system of its own has none of this machine's folders
         hidden = (*hidden, *private_places(path))
     ex = exercises.get(exercise)
     limits = ex.limits if wall_s is None else dataclasses.replace(ex.limits, wall_s=wall_s)
-    backend = backend or registry.get(sandbox)
     try:
         sub = submissions.read(path)
     except SubmissionRejected as rejected:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import exercise as exercises
+from grader.errors import GraderError
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def write_results(target: Path, text: str) -> None:
         f.write(text + "\n")
 
 
-class ExportError(Exception):
+class ExportError(GraderError):
     """The bundle cannot be made here; the message says why."""
 
 

@@ -2,7 +2,7 @@
 and the HTTP service grade with. Thread-safe: any number of threads call grade(); each waits for a
 free slot. A slot's sandbox is started on its first grade and kept warm for the next.
 
-    with Pool(sandbox="local", slots=2) as pool:
+    with Pool(sandbox=registry.DEFAULT, slots=2) as pool:
         result = pool.grade(Path("submit.py"), exercise=NAME)
         result = pool.grade_bytes(data, "submit.py", exercise=NAME)
 
@@ -21,12 +21,13 @@ from pathlib import Path
 import sandbox.registry as registry
 from sandbox.backend import ColdSlot, SandboxUnavailable, Slot
 from grader import grading
+from grader.errors import GraderError
 from grader.result import GradeResult
 
 SAFE_NAME_CHARS = 120
 
 
-class PoolClosed(Exception):
+class PoolClosed(GraderError):
     """The pool was shut down: no grade starts any more."""
 
 

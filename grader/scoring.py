@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from grader.errors import GraderError
 from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility
 from grader.submission import Submission
 from sandbox.contract import rejection_text
 from sandbox.source import python_lines
 
 
-class ReportError(ValueError):
+class ReportError(GraderError, ValueError):
     """The harness's report does not have the expected shape (a grader fault, never the student's)."""
 
 

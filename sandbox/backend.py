@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sandbox.contract import HarnessJob
+from sandbox.errors import GraderError
 from sandbox.limits import Limits
 
 SCRIPT_NAME = "submission.py"
@@ -53,6 +54,7 @@ class Slot(Protocol):
     `close()` stops it until the next start, `shutdown()` stops it for good, at once (a grade in
     flight fails, none starts again); `starts` counts the servers started."""
     starts: int
+    contained: bool
 
     def start(self) -> None: ...
 
@@ -65,8 +67,11 @@ class Slot(Protocol):
 
 class Sandbox(Protocol):
     """A backend: where the harness runs. A new backend implements these four and is named in
-    sandbox.registry; nothing else in the grader changes."""
+    sandbox.registry; nothing else in the grader changes. `contained`: it has a file system of
+    its own, where none of this machine's folders exist (so the host's private places need no
+    hiding there)."""
     name: str
+    contained: bool
 
     def check(self) -> None:
         """Raise SandboxUnavailable, saying what to do, when this backend cannot run here."""
@@ -88,6 +93,7 @@ class ColdSlot:
 
     def __init__(self, backend: Sandbox):
         self.backend = backend
+        self.contained = backend.contained
         self._shut = False
 
     def start(self) -> None:
@@ -105,5 +111,5 @@ class ColdSlot:
         self._shut = True
 
 
-class SandboxUnavailable(Exception):
+class SandboxUnavailable(GraderError):
     """The backend cannot run here at all (no engine, no image); the message says what to do."""

@@ -97,6 +97,7 @@ class ImageSandbox:
     """Grades inside the grader image, without starting a container: for platforms that run the
     image themselves. Only offered where the image's marker file exists."""
     name = "image"
+    contained = False  # the platform's container is this machine: its folders are there
 
     def check(self) -> None:
         """Offered only inside the image, where it always runs."""

@@ -34,6 +34,7 @@ TMPFS = {"/tmp": "size=64m,mode=1777"}
 class DockerSandbox:
     """Grades each job in a new container from the grader image."""
     name = "docker"
+    contained = True
 
     def __init__(self, image: str | None = None):
         self.image = image or os.environ.get("GRADER_IMAGE", DEFAULT_IMAGE)
@@ -115,6 +116,7 @@ def _archive(job: Job) -> bytes:
 class WarmDocker(WarmSandbox):
     """The server as a container from the grader image, locked down as the Docker backend's are."""
     backend = "docker"
+    contained = True
 
     def __init__(self, prepare: list[dict] = (), image: str | None = None):
         super().__init__(prepare)

@@ -16,6 +16,7 @@ import sys
 import time
 
 from sandbox.contract import HarnessJob
+from sandbox.errors import GraderError
 from sandbox.limits import guard_harness, release_harness
 from sandbox.protocol import bounded
 from sandbox.proxy import Student, Zygote
@@ -28,7 +29,7 @@ ALARM_AFTER_S = 2.0      # then the harness's own alarm: the rest of the margin 
 ZYGOTE_PIDS = 128
 
 
-class HarnessFault(Exception):
+class HarnessFault(GraderError):
     """The test suite itself could not run: a grader fault, reported as status error."""
 
 

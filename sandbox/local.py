@@ -21,6 +21,7 @@ class LocalSandbox:
     """Runs `python -m sandbox.harness` in a scratch folder that is removed afterwards, and which is
     the grade's own temporary root (TMPDIR): nothing of a grade lands in the machine's /tmp."""
     name = "local"
+    contained = False
 
     def check(self) -> None:
         """Always usable: it needs only this Python."""

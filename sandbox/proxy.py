@@ -24,6 +24,7 @@ from sandbox import protocol
 from sandbox.protocol import bounded
 from sandbox.limits import Limits, PidsCgroup
 from sandbox.contract import CLASS, Entry
+from sandbox.errors import GraderError
 
 
 class StudentCodeError(Exception):
@@ -78,7 +79,7 @@ class WorkerFailure(Exception):
         super().__init__(message)
 
 
-class WorkerSetupFailed(Exception):
+class WorkerSetupFailed(GraderError):
     """The sandbox could not set up the first worker before any of the student's code ran: the
     grader's failure (status error), never the student's."""
 

@@ -6,12 +6,23 @@ from __future__ import annotations
 import os
 
 from sandbox.backend import Sandbox
+from sandbox.errors import GraderError
 
 
-class UnknownSandbox(LookupError):
+class UnknownSandbox(GraderError, LookupError):
     def __init__(self, name: str, known: list[str]):
         self.name, self.known = name, known
         super().__init__(f"unknown sandbox {name!r}; known: {', '.join(known)}")
+
+
+DEFAULT = "local"  # what `grade FILE` uses: it needs nothing but this Python
+
+
+def platform_default() -> str:
+    """The sandbox a platform's entry point uses: inside the grader image, the image's own two
+    users; elsewhere the default."""
+    from sandbox.container import ImageSandbox
+    return ImageSandbox.name if ImageSandbox.name in available() else DEFAULT
 
 
 def available() -> dict[str, type]:

@@ -43,6 +43,7 @@ from sandbox.backend import (
     RunResult,
     SandboxUnavailable,
 )
+from sandbox.errors import GraderError
 from sandbox.launch import Launched, run_harness
 
 READY_TIMEOUT_S = 180.0   # a server's start: the torch, pytest and exercise imports, on a loaded machine
@@ -272,7 +273,7 @@ def main() -> int:
 
 # --- the caller's side: a slot per worker of the batch ----------------------------------------
 
-class ServerGone(Exception):
+class ServerGone(GraderError):
     """The server ended, or did not answer in time."""
 
 
@@ -313,6 +314,7 @@ class _Lines:
 class WarmSandbox:
     """A Sandbox (run(job) -> RunResult) backed by one warm server, restarted whenever it must be."""
     backend = "local"
+    contained = False
 
     def __init__(self, prepare: list[dict] = ()):
         self.prepare = list(prepare)  # per exercise: {"tests": its test package, "warmup": its source}
