@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from exercise.causal_attention_head.reference import random_qkv
 from sandbox.proxy import StudentCodeError, WorkerFailure
@@ -14,8 +15,9 @@ GATE_CHANGE = 1e-7  # float64 answers of order 1: any real dependence moves them
 def attention_gate(student) -> str | None:
     """None when the function does attention's job, else why not. The property points are worth
     nothing without it: weights = torch.eye(T) have rows that sum to 1, zeros above the diagonal
-    and are causal, and so is a running mean of v. So: the weights must change when the queries
-    change and when the keys change, and the output when the values change."""
+    and are causal, and so is a running mean of v; NaN answers "change" with every input. So: the
+    answers must be finite, the weights must change when the queries change and when the keys
+    change, and the output when the values change."""
     q, k, v = random_qkv(2, 6, 4, seed=7)
     q2, k2, v2 = random_qkv(2, 6, 4, seed=8)
     try:
@@ -24,6 +26,8 @@ def attention_gate(student) -> str | None:
         return f"it could not be run: {err}"
     if tuple(w.shape) != (2, 6, 6) or tuple(o.shape) != (2, 6, 4):
         return f"it returns shapes {tuple(o.shape)} and {tuple(w.shape)} for inputs of shape (2, 6, 4)"
+    if not (torch.isfinite(o).all() and torch.isfinite(w).all()):
+        return "its answers hold NaN or infinity for ordinary inputs of shape (2, 6, 4)"
     for what, changed, a, b in (("weights", "queries", wq, w), ("weights", "keys", wk, w), ("output", "values", ov, o)):
         if not (a.double() - b.double()).abs().nan_to_num(nan=1.0).max().item() > GATE_CHANGE:
             return f"its {what} do not change when the {changed} change"
