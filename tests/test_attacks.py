@@ -1,8 +1,9 @@
 """The attack suite: hostile submissions run through the real CLI against the real sandboxes.
 
-Each file in tests/submissions/attacks is a submission whose attack sits between `# attack-begin`
-and `# attack-end` lines; without them it is an honest submission. For every attack and every
-sandbox it names (`# sandboxes: local docker`):
+Each file in tests/submissions/attacks (and, for the single-head exercise, tests/submissions/head/
+attacks) is a submission whose attack sits between `# attack-begin` and `# attack-end` lines; without
+them it is an honest submission. A `# exercise: NAME` line grades it (and its honest version) as that
+exercise. For every attack and every sandbox it names (`# sandboxes: local docker`):
 - the score is no more than the honest version's (graded in the same session, not written down);
 - the grade finishes within its time limit, with a result (exit status 0);
 - nothing of the grade is left running (no grader process, no process the attack marked, no
@@ -39,8 +40,10 @@ import pytest
 from tests.conftest import ROOT, SUBMISSIONS, grade
 
 ATTACKS = SUBMISSIONS / "attacks"
+HEAD_ATTACKS = SUBMISSIONS / "head" / "attacks"
 TIME_LIMIT_S = 90 + 15            # the exercise's wall clock, plus start-up and the CLI's own work
 WATCHED = [ROOT, ROOT / "exercise" / "causal_self_attention", ROOT / "exercise" / "causal_self_attention" / "tests",
+           ROOT / "exercise" / "causal_attention_head", ROOT / "exercise" / "causal_attention_head" / "tests",
            Path(sysconfig.get_paths()["purelib"]), Path("/autograder"), Path("/autograder/results"), Path("/grade"),
            Path("/grade/results"), Path("/")]
 OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container")
@@ -75,6 +78,12 @@ def attack_header(path: Path) -> tuple[str, list[str]]:
     return what.group(1), where.group(1).split()
 
 
+def exercise_args(path: Path) -> list[str]:
+    """The CLI options that grade this attack as its exercise (none: the default exercise)."""
+    named = re.search(r"^# exercise: (\S+)$", path.read_text(), re.M)
+    return ["--exercise", named.group(1)] if named else []
+
+
 def honest_source(path: Path) -> str:
     """The submission without its attack blocks."""
     kept, inside = [], False
@@ -93,13 +102,14 @@ def honest_source(path: Path) -> str:
 
 
 def cases():
-    for path in sorted(ATTACKS.glob("*.py")):
+    for path in sorted(ATTACKS.glob("*.py")) + sorted(HEAD_ATTACKS.glob("*.py")):
+        prefix = "head-" if path.parent == HEAD_ATTACKS else ""
         hole = re.search(r"^# known-hole: (.+)$", path.read_text(), re.M)
         for sandbox in attack_header(path)[1]:
             marks = [pytest.mark.docker] if sandbox == "docker" else []
             if hole:  # reported as xfailed, never as passed; strict: a fix makes it fail until the line goes
                 marks.append(pytest.mark.xfail(reason=f"known hole: {hole.group(1)}", strict=True))
-            yield pytest.param(path, sandbox, id=f"{path.stem}-{sandbox}", marks=marks)
+            yield pytest.param(path, sandbox, id=f"{prefix}{path.stem}-{sandbox}", marks=marks)
 
 
 def snapshot(*also: Path) -> dict[str, tuple]:
@@ -157,14 +167,15 @@ def honest_score(tmp_path_factory):
 
     def score(path: Path) -> float:
         source = honest_source(path)
-        if source not in cache:
+        key = (source, *exercise_args(path))
+        if key not in cache:
             honest = tmp_path_factory.mktemp("honest") / path.name
             honest.write_text(source)
-            graded = grade(honest)
+            graded = grade(honest, *exercise_args(path))
             assert graded.exit_code == 0 and graded.result["status"] in ("graded", "rejected"), \
                 f"the honest version of {path.name} did not grade: {graded.terminal[-2000:]}"
-            cache[source] = graded.result["score"]
-        return cache[source]
+            cache[key] = graded.result["score"]
+        return cache[key]
     return score
 
 
@@ -183,7 +194,7 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
         place.mkdir()
     before_files = snapshot(*places.values())
     before_containers = set(docker_leftovers()) if sandbox == "docker" else set()
-    graded = grade(path, "--sandbox", sandbox, timeout=TIME_LIMIT_S + 60,
+    graded = grade(path, "--sandbox", sandbox, *exercise_args(path), timeout=TIME_LIMIT_S + 60,
                    env={k: str(v) for k, v in places.items()})
     after_procs = running(own)
     for _ in range(20):  # a PID namespace's processes die with it, a moment after the grade ends

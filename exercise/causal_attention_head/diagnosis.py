@@ -1,0 +1,210 @@
+"""Behavioural diagnosis: which known mistake explains what this submission returns.
+
+On behaviour only: the student's (out, weights) on a few probes, compared with the hand-written
+reference carrying each known mistake as a switch (mistakes.py); the two mistakes with a free
+parameter get it read off the student's weights (the factor the scores are scaled by, the number
+masked scores are set to) and must then reproduce every probe too. A name is given only when
+exactly one mistake fits. Besides: calls to the forbidden built-ins (counted by the sandbox, so no
+text trick hides them) and a backward pass that fails or is cut.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from exercise.causal_attention_head import mistakes, reference
+from exercise.causal_attention_head.catalog import CATALOG
+from exercise.causal_attention_head.checks import ranges, vector
+from sandbox.proxy import StudentCodeError, WorkerFailure
+
+# (B, T, d_k): d_k all different and none 1 (sqrt(d_k), d_k and 1 stay apart, so a fitted scale
+# has one name), T from 5 to 40 (every probe has rows with a past and a future), B = 1 and more.
+PROBES = [(2, 6, 4), (3, 9, 6), (1, 12, 9), (2, 5, 16), (1, 40, 3)]
+# A model matches the student's answers to these bounds: three orders of magnitude above float32
+# rounding (a function that computes in float32 inside still matches), and far below the smallest
+# difference between two mistakes (about 1e-2). What the tests call wrong is stricter (checks.py).
+MATCH = {"atol": 1e-6, "rtol": 1e-5}
+SCALES = {  # the factor the raw scores q k^T are multiplied by -> what the code most likely does
+    "none": lambda d, T: 1.0, "head_dim_not_sqrt": lambda d, T: 1 / d, "multiplied": lambda d, T: math.sqrt(d),
+    "sqrt_seq_len": lambda d, T: 1 / math.sqrt(T),
+}
+AUTOGRAD_ERRORS = [("does not require grad", "graph_cut"), ("modified by an inplace operation", "inplace"),
+                   ("not have been used in the graph", "detached_input")]
+
+
+@dataclass
+class Diagnosis:
+    findings: list[dict] = field(default_factory=list)   # report entries: id, variant, title, ... evidence
+    unexplained: str | None = None   # the answers are wrong and no single known mistake explains them
+    skipped: list[str] = field(default_factory=list)     # steps that could not use the answers
+
+    def ids(self) -> set[str]:
+        return {f["id"] for f in self.findings}
+
+    def add(self, bug_id: str, variant: str | None, evidence: str) -> None:
+        if bug_id not in self.ids():
+            self.findings.append({"id": bug_id, "variant": variant, **CATALOG[bug_id], "evidence": evidence,
+                                  "affects": list(CATALOG[bug_id]["affects"]), "advice": False})
+
+
+def diagnose(student) -> Diagnosis:
+    """Before the tests: calls to the forbidden built-ins (the comparison tests need the answer)."""
+    found = Diagnosis()
+    _run(found, (forbidden,), student)
+    return found
+
+
+def complete(found: Diagnosis, student, *, failed: bool) -> None:
+    """After the tests, only when one failed (a correct submission pays for nothing)."""
+    if failed:
+        _run(found, (forbidden, _answers, _autograd), student)
+
+
+def _run(found: Diagnosis, steps, student) -> None:
+    for step in steps:
+        try:
+            step(student, found)
+        except (StudentCodeError, WorkerFailure):
+            continue  # the step's own evidence is missing; the tests report the failure itself
+        except (RuntimeError, TypeError, ValueError, IndexError, ArithmeticError, MemoryError) as err:
+            # answers of an odd shape or dtype that a step could not digest: the tests grade them
+            found.skipped.append(f"{step.__name__.strip('_')}: {type(err).__name__}: {err}")
+
+
+def forbidden(student, found: Diagnosis) -> None:
+    """What the workers counted so far (every call of every test; sandbox/watch.py)."""
+    counts = student.calls_to_watched()
+    calls = [f"{path.rsplit('.', 1)[-1]} ran {n} times" for path, n in counts.items() if path != "tampering" and n]
+    if counts.get("tampering"):
+        calls.append(f"your code tried {counts['tampering']} times to get around the grader's count of these calls")
+    if calls:
+        found.add("uses_forbidden_builtin", None, "during the grade, " + "; ".join(calls))
+
+
+def _answers(student, found: Diagnosis) -> None:
+    if "uses_forbidden_builtin" in found.ids():
+        return  # its answers are PyTorch's (or the refusal), not the student's
+    inputs = [reference.random_qkv(B, T, d, seed=900 + i) for i, (B, T, d) in enumerate(PROBES)]
+    try:
+        answers = [(o.double(), w.double()) for o, w in student.function().map(inputs)]
+    except StudentCodeError as err:
+        found.unexplained = f"your function raised {err.describe()}, and no mistake in the catalog explains it"
+        return
+    for (q, k, v), (out, weights) in zip(inputs, answers):
+        if tuple(out.shape) != tuple(v.shape) or tuple(weights.shape) != (*q.shape[:2], q.shape[1]):
+            return  # the interface test says what the shapes are
+    if all(_same(a, reference.attention(*x)) for x, a in zip(inputs, answers)):
+        return  # right on every probe: what failed is not a mistake of the values
+    fits = [(m, None) for m in mistakes.SINGLES
+            if all(_same(a, mistakes.attention(*x, m)) for x, a in zip(inputs, answers))]
+    for mistake in mistakes.FITTED:
+        values = [_fit(mistake, x, a[1]) for x, a in zip(inputs, answers)]
+        if all(v is not None for v in values) and all(
+                _same(a, mistakes.attention(*x, mistake, v)) for x, a, v in zip(inputs, answers, values)):
+            fits.append((mistake, values))
+    named = {m[0] for m, _ in fits}
+    if len(named) == 1:
+        (bug, variant), values = fits[0]
+        found.add(bug, _variant(bug, variant, values), _evidence(fits[0], inputs, answers))
+    elif named:
+        found.unexplained = (f"your answers are wrong, and {' and '.join(sorted(named))} reproduce them alike on "
+                             f"every probe, so the grader cannot tell which mistake it is")
+    else:
+        wrong = [_where_wrong(x, a) for x, a in zip(inputs, answers) if not _same(a, reference.attention(*x))]
+        found.unexplained = "your answers are wrong and no mistake in the catalog reproduces them: " + "; ".join(
+            wrong[:3]) + (f"; and {len(wrong) - 3} more probes" if len(wrong) > 3 else "")
+
+
+def _same(answer, expected) -> bool:
+    return all(tuple(a.shape) == tuple(e.shape) and bool(torch.isclose(a, e, equal_nan=True, **MATCH).all())
+               for a, e in zip(answer, expected))
+
+
+def _fit(mistake, qkv, weights: torch.Tensor) -> float | None:
+    """The mistake's parameter read off the student's weights (B, T, T), where the log of a weight
+    is linear in it: within a row, log w[t, s] - log w[t, 0] is factor * (r[t, s] - r[t, 0]) for the
+    raw scores r = q k^T, and, for a future key s > t, value - r[t, 0] / sqrt(d_k)."""
+    q, k, _ = (t.double() for t in qkv)
+    T, d_k = q.shape[1], q.shape[2]
+    raw = q @ k.transpose(-2, -1)
+    logs = weights.log() - weights[..., :1].log()                                    # (B, T, T)
+    keys = torch.arange(T)
+    if mistake == ("wrong_scale", "factor"):
+        where = (keys[None, :] <= keys[:, None]) & (keys[None, :] > 0)                 # past keys but key 0
+        x, y = (raw - raw[..., :1])[:, where], logs[:, where]
+        ok = torch.isfinite(y)
+        x, y = x[ok], y[ok]
+        value = float((x * y).sum() / (x * x).sum()) if len(x) else float("nan")
+    else:
+        where = keys[None, :] > keys[:, None]                                          # future keys
+        y = (logs + raw[..., :1] / math.sqrt(d_k))[:, where]
+        y = y[torch.isfinite(y)]
+        value = float(y.mean()) if len(y) else float("nan")
+    return value if math.isfinite(value) else None
+
+
+def _variant(bug: str, variant: str, values) -> str:
+    """A fitted scale gets the name of the formula it equals at every probe, if any."""
+    if (bug, variant) != ("wrong_scale", "factor"):
+        return variant
+    for name, formula in SCALES.items():
+        if all(math.isclose(v, formula(d, T), rel_tol=1e-4) for v, (_, T, d) in zip(values, PROBES)):
+            return name
+    return "constant" if len({round(v, 6) for v in values}) == 1 else "other"
+
+
+def _evidence(fit, inputs, answers) -> str:
+    (bug, variant), values = fit
+    fitted = ""
+    if values:
+        what = "the scores q k^T are multiplied by" if bug == "wrong_scale" else "masked scores are set to"
+        fitted = f"; read off your weights, {what} " + ", ".join(
+            f"{v:.6g} at d_k={d}" + (f" (expected 1/sqrt(d_k) = {1 / math.sqrt(d):.6g})" if bug == "wrong_scale" else "")
+            for v, (_, _, d) in zip(values, PROBES))
+    (q, k, v), (_, weights) = inputs[0], answers[0]
+    _, right = reference.attention(q, k, v)
+    t = int((weights - right).abs().nan_to_num(nan=float("inf")).amax(dim=(0, 2)).argmax())
+    B, T, d_k = q.shape
+    return (f"your answers equal the reference with {bug} ({variant}) on every probe, to 1e-6{fitted}; "
+            f"e.g. with B={B}, T={T}, d_k={d_k}, weights[0, {t}, :4] = {vector(weights[0, t, :4])} where the "
+            f"correct weights are {vector(right[0, t, :4])}")
+
+
+def _where_wrong(qkv, answer) -> str:
+    B, T, d_k = qkv[0].shape
+    parts = []
+    for name, got, want in zip(("out", "weights"), answer, reference.attention(*qkv)):
+        bad = ~torch.isclose(got, want, **MATCH).all(dim=2).any(dim=0)              # (T,)
+        if bad.any():
+            parts.append(f"{name} differs at positions {ranges(bad.nonzero().flatten().tolist())}")
+    return f"with B={B}, T={T}, d_k={d_k}: " + ", ".join(parts)
+
+
+def _autograd(student, found: Diagnosis) -> None:
+    """A backward pass that raises, or gradients that are zero, for an input the forward itself
+    shows the output depends on (an output that ignores v has no gradient to give for it)."""
+    q, k, v = reference.random_qkv(*PROBES[0], seed=950)
+    cotangent = reference.random_qkv(*PROBES[0], seed=951)[0]
+    fn = student.function()
+    nudged = [[q, k, v] for _ in range(3)]
+    for wrt in range(3):
+        nudged[wrt][wrt] = nudged[wrt][wrt] + 1e-3 * reference.random_qkv(*PROBES[0], seed=952 + wrt)[0]
+    base, *moved = (o.double() for o, _ in fn.map([(q, k, v), *map(tuple, nudged)]))
+    for wrt, name in enumerate("qkv"):
+        if not (moved[wrt] - base).abs().nan_to_num().max() > 1e-9:
+            continue
+        try:
+            grads = fn.vjp(q, k, v, cotangents=[cotangent], wrt=wrt, output=0)
+        except StudentCodeError as err:
+            variant = next((variant for text, variant in AUTOGRAD_ERRORS if text in err.message), None)
+            if variant:
+                found.add("breaks_autograd", variant, f"a backward pass with respect to {name} raised {err.describe()}")
+                return
+            continue
+        if bool((grads == 0).all()):  # exact zeros: a NaN gradient (from NaN answers) tells nothing
+            found.add("breaks_autograd", "detached",
+                      f"changing {name} changes your output, but autograd says it depends on {name} "
+                      f"nowhere: the graph is cut (torch.no_grad(), .detach(), .data)")
+            return

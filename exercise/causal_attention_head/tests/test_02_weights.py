@@ -1,0 +1,53 @@
+"""The attention weights: rows that sum to 1, nothing above the diagonal, and the right values."""
+import pytest
+import torch
+
+from exercise.causal_attention_head import reference
+from exercise.causal_attention_head.checks import CASES, DTYPES, TOLERANCE, compare, describe, first_failures
+
+
+def _weights(student, dtype: str, seed: int):
+    inputs = [reference.random_qkv(B, T, d, seed=seed + i, dtype=dtype) for i, (B, T, d) in enumerate(CASES)]
+    return inputs, [w for _, w in student.function().map(inputs)]
+
+
+@pytest.mark.points(10)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_weight_rows_sum_to_one(student, gated, dtype):
+    """Each row of weights sums to 1 (a softmax over the keys)"""
+    tol = TOLERANCE[dtype]
+    for (q, _, _), w in zip(*_weights(student, dtype, seed=20)):
+        sums = w.double().sum(dim=-1)                                                # (B, T)
+        bad = ~torch.isclose(sums, torch.ones_like(sums), **tol)
+        if bad.any():
+            b, t = (int(i) for i in bad.nonzero()[0])
+            pytest.fail(f"{describe(q, dtype)}: weights[{b}, {t}, :] sums to {float(sums[b, t]):.6g}, expected 1 "
+                        f"(rows {bad.any(dim=0).nonzero().flatten().tolist()[:10]} of the first wrong sequence "
+                        f"and others do not); the softmax must run over the last dimension, after the mask")
+
+
+@pytest.mark.points(10)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_weights_are_zero_above_the_diagonal(student, gated, dtype):
+    """weights[:, t, s] is 0 for every key s > t (the causal mask)"""
+    for (q, _, _), w in zip(*_weights(student, dtype, seed=30)):
+        T = q.shape[1]
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        leak = w.double().abs().nan_to_num(nan=float("inf")) * future
+        if (leak > TOLERANCE[dtype]["atol"]).any():
+            b, t, s = (int(i) for i in (leak == leak.max()).nonzero()[0])
+            pytest.fail(f"{describe(q, dtype)}: weights[{b}, {t}, {s}] = {float(w[b, t, s]):.4g}, expected 0: "
+                        f"position {t} gives weight to the later key {s}")
+
+
+@pytest.mark.points(15)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_weights_match_the_reference(student, written_by_hand, dtype):
+    """weights equal softmax(q k^T / sqrt(d_k)) with -inf above the diagonal"""
+    failures = []
+    for (q, k, v), w in zip(*_weights(student, dtype, seed=40)):
+        problem = compare(w, reference.attention(q, k, v)[1], what="weights", dtype=dtype)
+        if problem:
+            failures.append((describe(q, dtype), problem))
+    if failures:
+        pytest.fail(first_failures(failures))

@@ -1,0 +1,11 @@
+# bug: breaks_autograd
+import math
+
+import torch
+
+
+def causal_attention(q, k, v):
+    T = q.shape[1]
+    scores = (q @ k.transpose(-2, -1)).detach() / math.sqrt(q.shape[-1])    # "the mask needs no gradient"
+    weights = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(dim=-1)
+    return weights @ v, weights

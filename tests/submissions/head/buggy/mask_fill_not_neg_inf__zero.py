@@ -1,0 +1,11 @@
+# bug: mask_fill_not_neg_inf
+import math
+
+import torch
+
+
+def causal_attention(q, k, v):
+    T = q.shape[1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    weights = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), 0.0).softmax(dim=-1)
+    return weights @ v, weights

@@ -1,0 +1,11 @@
+# outside the catalog: the upper triangle kept (each position sees itself and the future)
+import math
+
+import torch
+
+
+def causal_attention(q, k, v):
+    T = q.shape[1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    weights = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).tril(-1), float("-inf")).softmax(-1)
+    return weights @ v, weights
