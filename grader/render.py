@@ -54,8 +54,11 @@ def _table(result: GradeResult) -> Table:
     table.add_column("Test group")
     table.add_column("Points", justify="right")
     for group in result.groups():
-        if group.max_score == 0:
+        if group.max_score == 0 and group.score >= 0:
             continue  # advice: shown with the bugs above, worth no points
+        if group.max_score == 0:  # a course's deduction for advice it gives a cost
+            table.add_row(Text("−", style="red"), Text(group.title), f"{group.score:g}")
+            continue
         ok = group.score >= group.max_score - 1e-9
         mark = Text("✓", style="green") if ok else Text("✗", style="red")
         table.add_row(mark, Text(group.title), f"{group.score:g} / {group.max_score:g}")
@@ -69,17 +72,35 @@ def _table(result: GradeResult) -> Table:
 
 
 def _failures(result: GradeResult) -> list:
-    parts: list = []
-    for group in result.groups():
-        failed = [t for t in group.tests if t.status is not TestStatus.PASSED]
-        if not failed or group.max_score == 0:
-            continue
-        if not parts:
-            parts.append(Text("\nWhat went wrong", style="bold"))
-        parts.append(Text.assemble(("✗ ", "red"), (group.title, "bold"),
-                                   f"  ({len(failed)} of {len(group.tests)} cases)"))
-        # The first failure in full; the other failing cases by name (the JSON has each in full).
+    """Each failing group with its first failure in full. A failure that repeats in every failing
+    case (of one group, or of several: an exception in forward fails nearly every test alike) is
+    said once, under the groups it fails."""
+    failing = [(g, f) for g in result.groups() if g.max_score > 0
+               and (f := [t for t in g.tests if t.status is not TestStatus.PASSED])]
+    alike: dict[tuple, list] = {}
+    for group, failed in failing:
+        if len({(t.status, t.feedback) for t in failed}) == 1:
+            alike.setdefault((failed[0].status, failed[0].feedback), []).append((group, failed))
+    parts: list = [Text("\nWhat went wrong", style="bold")] if failing else []
+    said = set()
+    for group, failed in failing:
         first = failed[0]
+        same = alike.get((first.status, first.feedback), [])
+        if (group, failed) in same and sum(len(f) for _, f in same) > 1:
+            if id(same) in said:
+                continue
+            said.add(id(same))
+            for g, f in same:
+                parts.append(_heading(g, f))
+            cases = sum(len(f) for _, f in same)
+            where = f" of these {len(same)} test groups" if len(same) > 1 else ""
+            body = Text(f"the same error in all {cases} failing cases{where} — {status_label(first)}\n",
+                        style="dim")
+            body.append(first.feedback or "(no details)")
+            parts.append(Padding(body, (0, 0, 0, 4)))
+            continue
+        parts.append(_heading(group, failed))
+        # The first failure in full; the other failing cases by name (the JSON has each in full).
         body = Text(f"{_case(first, group.title)} — {status_label(first)}\n", style="dim")
         body.append(first.feedback or "(no details)")
         parts.append(Padding(body, (0, 0, 0, 4)))
@@ -88,6 +109,10 @@ def _failures(result: GradeResult) -> list:
             shown = ", ".join(others[:MAX_OTHER_CASES]) + (", ..." if len(others) > MAX_OTHER_CASES else "")
             parts.append(Padding(Text(f"also failing: {shown}", style="dim"), (0, 0, 0, 4)))
     return parts
+
+
+def _heading(group, failed) -> Text:
+    return Text.assemble(("✗ ", "red"), (group.title, "bold"), f"  ({len(failed)} of {len(group.tests)} cases)")
 
 
 def _case(test, group_title: str) -> str:
