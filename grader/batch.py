@@ -132,8 +132,10 @@ class Batch:
             wall_s = course.time_limit_s
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
         self.fingerprint = exercises.get(exercise).fingerprint()
-        # Everything but the file that can change what the sandbox runs: another one regrades.
-        self.run_setting = json.dumps([self.fingerprint, __version__, sandbox, wall_s])
+        # Everything but the file that can change what the sandbox runs: another one regrades
+        # (the exercise's own time limit, given or not, is one run).
+        limit = exercises.get(exercise).limits.wall_s if wall_s is None else wall_s
+        self.run_setting = json.dumps([self.fingerprint, __version__, sandbox, limit])
         # ...and what changes only the score: another one rescores the stored runs.
         self.setting = json.dumps([self.run_setting, course.score_key() if course else None])
         self.results_dir = out / "results"

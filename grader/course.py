@@ -152,11 +152,9 @@ def _parse(doc: dict, text: str, name: str, sha256: str, exercise) -> Course:
     if limit is not None and not (_is_number(limit) and limit >= 1):
         raise where.error(("time_limit_s",), f"time_limit_s must be a number of seconds, at least 1 (got {limit!r})")
     points, visibility = {}, {}
-    for group, settings in _tables(doc, "groups", where).items():
-        if group not in groups:
-            raise where.error(("groups", group), f"unknown test group [groups.{group}]; the exercise's groups: "
-                              f"{', '.join(groups)} (see `grade exercises --groups {exercise.name}`)")
-        _only(settings, GROUP_KEYS, ("groups", group), where)
+    for group, settings in _entries(doc, "groups", GROUP_KEYS, where, known=groups,
+                                    unknown=f"the exercise's test groups: {', '.join(groups)} "
+                                            f"(see `grade exercises --groups {exercise.name}`)"):
         if "points" in settings:
             points[group] = _points(settings["points"], ("groups", group, "points"), where)
         if "visibility" in settings:
@@ -165,16 +163,12 @@ def _parse(doc: dict, text: str, name: str, sha256: str, exercise) -> Course:
                                   f"{', '.join(VISIBILITIES)} (got {settings['visibility']!r})")
             visibility[group] = settings["visibility"]
     advice = {}
-    for bug_id, settings in _tables(doc, "advice", where).items():
-        if bug_id not in advice_ids:
-            raise where.error(("advice", bug_id), f"unknown advice [advice.{bug_id}]; the findings that are "
-                              f"advice by default: {', '.join(advice_ids) or 'none'}")
-        _only(settings, ADVICE_KEYS, ("advice", bug_id), where)
+    for bug_id, settings in _entries(doc, "advice", ADVICE_KEYS, where, known=advice_ids,
+                                     unknown=f"the findings that are advice by default: {', '.join(advice_ids) or 'none'}"):
         if "points" in settings:
             advice[bug_id] = _points(settings["points"], ("advice", bug_id, "points"), where)
     clusters = []
-    for cluster_id, settings in _tables(doc, "clusters", where).items():
-        _only(settings, CLUSTER_KEYS, ("clusters", cluster_id), where)
+    for cluster_id, settings in _entries(doc, "clusters", CLUSTER_KEYS, where):
         for key in ("title", "fix"):
             if not isinstance(settings.get(key), str) or not settings[key].strip():
                 raise where.error(("clusters", cluster_id, key) if key in settings else ("clusters", cluster_id),
@@ -199,11 +193,16 @@ def _points(value, key: tuple[str, ...], where: _Locator) -> float:
     return float(value)
 
 
-def _tables(doc: dict, name: str, where: _Locator) -> dict:
+def _entries(doc: dict, name: str, allowed: tuple[str, ...], where: _Locator, known=None, unknown: str = ""):
+    """(NAME, settings) of each [name.NAME] table, NAME among `known` (when given), its keys among `allowed`."""
     value = doc.get(name, {})
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
         raise where.error((name,), f"{name} must hold tables: [{name}.NAME]")
-    return value
+    for key, settings in value.items():
+        if known is not None and key not in known:
+            raise where.error((name, key), f"unknown [{name}.{key}]; {unknown}")
+        _only(settings, allowed, (name, key), where)
+        yield key, settings
 
 
 def _only(table: dict, allowed: tuple[str, ...], at: tuple[str, ...], where: _Locator) -> None:
@@ -233,7 +232,7 @@ class _Locator:
             header = self._HEADER.match(raw)
             if header:
                 table = _split(header.group(1))
-                if table == key:
+                if table[:len(key)] == key:  # the table itself, or the first within it
                     return number
                 continue
             assigned = self._KEY.match(raw)

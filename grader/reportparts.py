@@ -39,12 +39,13 @@ def similar_section(pairs) -> str:
     if not pairs:
         return head + note + '<p class="muted">No two submissions are much alike.</p>'
     out = [head, note, '<table><tr><th class="num">Alike</th><th>Submissions</th></tr>']
-    for p in pairs:
+    for i, p in enumerate(pairs):
         flag = '<span class="badge flag">identical files</span> ' if p.identical else ""
         out.append(f'<tr><td class="num">{p.similarity:.0%}</td><td>{flag}'
                    f'<a href="#s-{_e(_anchor(p.a))}"><code>{_e(p.a)}</code></a> and '
                    f'<a href="#s-{_e(_anchor(p.b))}"><code>{_e(p.b)}</code></a>'
-                   f'<details><summary>shared lines, side by side</summary><div class="sbs">'
+                   f'<details{" open" if i == 0 else ""}><summary>shared lines, side by side</summary>'
+                   f'<div class="sbs">'
                    f"{_code(p.lines_a)}{_code(p.lines_b)}</div></details></td></tr>")
     return "".join(out) + "</table>"
 
