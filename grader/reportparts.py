@@ -10,7 +10,7 @@ MAX_EVIDENCE = 1200
 
 
 def clusters_section(clusters) -> str:
-    head = "<h2>Unexplained mistakes, by behaviour</h2>"
+    head = '<h2 id="clusters">Unexplained mistakes, by behaviour</h2>'
     if not clusters:
         return head + '<p class="muted">Every submission that lost points has a named mistake.</p>'
     out = [head, ('<p class="muted">Submissions that lose points while no mistake in the catalog is named, '
@@ -32,7 +32,7 @@ def clusters_section(clusters) -> str:
 
 
 def similar_section(pairs) -> str:
-    head = "<h2>Similar submissions</h2>"
+    head = '<h2 id="similar">Similar submissions</h2>'
     note = ('<p class="muted">Pairs whose code is much alike once names, comments and layout are set aside, '
             "and the exercise's starter code left out. A signal for a person to look at, never a penalty: "
             "the score is not changed.</p>")

@@ -113,8 +113,8 @@ def graded(tmp_path_factory):
 
 
 def section(report: str, heading: str) -> str:
-    start = report.index(f"<h2>{heading}")
-    end = report.find("<h2>", start + 4)
+    start = re.search(rf"<h2[^>]*>{heading}", report).start()
+    end = report.find("<h2", start + 4)
     return report[start:end if end > 0 else None]
 
 
@@ -311,21 +311,24 @@ def test_a_failure_repeated_in_every_case_is_said_once(graded):
     assert " ".join(result["feedback"].split()) in " ".join(page.split())  # the terminal's text
 
 
-def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
+def _chromium(*args: str, tmp: Path, height: int = 2000) -> subprocess.CompletedProcess:
     return subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp}",
-                           "--window-size=1280,2000", *args], capture_output=True, text=True, timeout=120)
+                           f"--window-size=1280,{height}", *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (scripts/services)")
 def test_the_report_and_a_page_in_headless_chromium(graded, reweighted, tmp_path):
     _, run = graded
     _, rescored, _ = reweighted
-    shots = {"report.png": rescored.out / "report.html",
-             "page-view_without_contiguous.png": run.out / run.index()["view_without_contiguous.py"]["page_file"],
-             "page-script.png": run.out / run.index()[SCRIPT_NAME]["page_file"]}
+    shots = {"report.png": (rescored.out / "report.html").as_uri(),
+             "report-full.png": (rescored.out / "report.html").as_uri(),  # down to the similar pairs
+             "page-view_without_contiguous.png": (run.out / run.index()["view_without_contiguous.py"]
+                                                  ["page_file"]).as_uri(),
+             "page-script.png": (run.out / run.index()[SCRIPT_NAME]["page_file"]).as_uri()}
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for name, target in shots.items():
-        proc = _chromium(f"--screenshot={ARTIFACTS / name}", target.as_uri(), tmp=tmp_path / name)
+        proc = _chromium(f"--screenshot={ARTIFACTS / name}", target, tmp=tmp_path / name,
+                         height=6000 if "full" in name else 2000)
         assert (ARTIFACTS / name).is_file() and (ARTIFACTS / name).stat().st_size > 20_000, proc.stderr[-2000:]
     dom = _chromium("--dump-dom", (run.out / run.index()[SCRIPT_NAME]["page_file"]).as_uri(),
                     tmp=tmp_path / "dom").stdout
@@ -398,3 +401,19 @@ def test_the_gradescope_bundle_carries_the_course(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "grader", "export", "gradescope", str(bundle), "--course", str(course)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "test_nothing" in proc.stderr
+
+
+def test_a_template_is_left_out_of_the_comparison(graded, tmp_path):
+    """Starter code handed out with the assignment is everyone's: handed as --template, what the
+    students share only through it no longer makes them alike; identical files stay flagged."""
+    root, first = graded
+    before = section((first.out / "report.html").read_text(), "Similar submissions")
+    shutil.copytree(root / "out", tmp_path / "out")
+    run = batch_without_sandbox(root / "class", tmp_path / "out", "--template", str(CORRECT / "einsum.py"))
+    assert run.exit_code == 0, run.output
+    after = section((tmp_path / "out" / "report.html").read_text(), "Similar submissions")
+    pairs = lambda part: {frozenset(html.unescape(n) for n in m) for m in re.findall(
+        r"<code>([^<]*)</code></a> and <a [^>]*><code>([^<]*)</code>", part)}
+    derived = frozenset({"einsum.py", "half_output__einsum.py"})
+    assert derived in pairs(before) and derived not in pairs(after)
+    assert frozenset({"einsum.py", "zoe.py"}) in pairs(after) and "identical files" in after
