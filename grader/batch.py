@@ -201,7 +201,7 @@ class Batch:
             if result is None:
                 todo.append(unit)  # its stored run cannot be read: graded again
             else:
-                self._record(unit, result, index)
+                self._record(unit, result, index, run_kept=True)
                 rescored.append(unit.key)
         changed = {u.key for u in todo} | set(rescored)
         outcome = Outcome(units, kept=[u.key for u in units if u.key not in changed], rescored=rescored,
@@ -280,9 +280,9 @@ class Batch:
         except (OSError, ValueError, KeyError, TypeError, SubmissionRejected):  # ReportError is a ValueError
             return None
 
-    def _record(self, unit: Unit, result: GradeResult, index: dict) -> None:
-        """Write the result, its run and its page, then the index that points to them: an
-        interrupt never leaves an index entry without its files."""
+    def _record(self, unit: Unit, result: GradeResult, index: dict, run_kept: bool = False) -> None:
+        """Write the result, its run (unless `run_kept`: rescored from it) and its page, then the
+        index that points to them: an interrupt never leaves an index entry without its files."""
         base = _safe_name(unit.key)
         name = f"results/{base}.json"
         classreport.write_atomic(self.out / name, formats.dumps(formats.to_format(result, "native")) + "\n")
@@ -291,8 +291,9 @@ class Batch:
         run = ({"report": result.report, "duration_s": result.duration_s} if result.report is not None else
                {"rejected": result.message} if result.status is Status.REJECTED else None)
         if run is not None:
-            (self.out / "runs").mkdir(exist_ok=True)
-            classreport.write_atomic(self.out / f"runs/{base}.json", json.dumps(run) + "\n")
+            if not run_kept:
+                (self.out / "runs").mkdir(exist_ok=True)
+                classreport.write_atomic(self.out / f"runs/{base}.json", json.dumps(run) + "\n")
             entry.update(run_key=unit.grading_key(self.run_setting), run_file=f"runs/{base}.json")
         (self.out / "pages").mkdir(exist_ok=True)
         pages.write_page(result, self.out / f"pages/{base}.html", result_file=f"../{name}")
@@ -340,7 +341,7 @@ class Batch:
 def _script(path: Path) -> bytes:
     """The Python of a submission (a notebook's code cells), for comparing classmates' code."""
     try:
-        return submissions.read(path).script
+        return submissions.read(path, compiles=False).script
     except SubmissionRejected:
         return b""
 

@@ -15,12 +15,14 @@ import json
 from dataclasses import dataclass
 
 
-def signature(report: dict, tests, bugs) -> str:
-    """The cluster id of a graded result (its raw report, scored tests and bugs), or '' when it
-    is not an unexplained mistake: full marks, or a mistake from the catalog is named."""
-    if any(not b.advice for b in bugs):
+def signature(report: dict) -> str:
+    """The cluster id of a graded raw report, or '' when it is not an unexplained mistake (every
+    test passed, or a mistake from the catalog is named). Read from the raw report alone, so a
+    course's weights never change it: the id a course file names stays its members' id."""
+    tests = [t for t in report.get("tests") or () if isinstance(t, dict)]
+    if any(isinstance(b, dict) and not b.get("advice") for b in report.get("bugs") or ()):
         return ""
-    failing = sorted(t.id for t in tests if t.status.value != "passed" and t.max_score > 0)
+    failing = sorted(str(t.get("id")) for t in tests if t.get("status") != "passed")
     if not failing:
         return ""
     note = str(report.get("diagnosis_note") or "")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import importlib
 import json
@@ -250,8 +251,14 @@ def _split(dotted: str) -> tuple[str, ...]:
 def test_groups(exercise) -> dict[str, GroupInfo]:
     """The exercise's test groups with their default points and visibility, read from the test
     files' source (their `points` and `visibility` markers), so the host imports none of them."""
+    return dict(_groups_in(exercise.tests_dir))
+
+
+@functools.lru_cache(maxsize=16)
+def _groups_in(tests_dir: Path) -> tuple[tuple[str, GroupInfo], ...]:
+    """Parsed once per process: a rescore of a class asks for every submission."""
     groups = {}
-    for path in sorted(exercise.tests_dir.glob("test_*.py")):
+    for path in sorted(tests_dir.glob("test_*.py")):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
                 continue
@@ -262,7 +269,7 @@ def test_groups(exercise) -> dict[str, GroupInfo]:
             doc = (ast.get_docstring(node) or node.name).strip().splitlines()[0]
             groups[node.name] = GroupInfo(node.name, doc, float(ast.literal_eval(points[0])),
                                           str(ast.literal_eval(shown[0])))
-    return groups
+    return tuple(groups.items())
 
 
 def advice_findings(exercise) -> tuple[str, ...]:

@@ -76,7 +76,7 @@ def rescore(path: Path, report: dict, *, exercise: str, sandbox: str, duration_s
             submission: submissions.Submission | None = None) -> GradeResult:
     """Score a raw report the sandbox gave for the file at `path` (now, or stored by a batch:
     no sandbox runs here). Raises ReportError for a malformed report."""
-    sub = submission or submissions.read(path)
+    sub = submission or submissions.read(path, compiles=False)  # the stored run shows it compiled
     return _with_feedback(result_from_report(report, submission=sub, exercise=exercises.get(exercise),
                                              sandbox=sandbox, duration_s=duration_s,
                                              grader_version=__version__, course=course))

@@ -55,7 +55,7 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     if score < max_score and not diagnosis and all(b.advice for b in bugs):
         diagnosis = ("tests failed and no mistake in the catalog explains it; the failed tests below show "
                      "where your output differs")
-    cluster = clusters.signature(report, tests, bugs)
+    cluster = clusters.signature(report)
     named = course.cluster_name(cluster) if course and cluster else None
     if named:  # the instructor's feedback for this behaviour; the diagnosis becomes its evidence
         failed = tuple(dict.fromkeys(t.function for t in tests if t.score < t.max_score))
