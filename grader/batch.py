@@ -1,6 +1,8 @@
 """Regrade a whole class: every submission in a folder, N at a time, into an output folder.
 
     OUT/results/<name>.json   each submission's native result JSON
+    OUT/pages/<name>.html     each submission's feedback, as the student sees it on the terminal
+    OUT/runs/<name>.json      the harness's raw report the result was scored from (for rescoring)
     OUT/index.json            what was graded, with the key it was graded under (for resuming)
     OUT/gradebook.csv         one line per submission
     OUT/report.html           the class report (score histogram, bugs, weakest tests)
@@ -8,8 +10,9 @@
 A submission is a .py or .ipynb file directly in the folder, or a sub-folder (a folder per student),
 where the one file that defines the exercise's class is graded. Each is keyed by the hash of what is
 graded, the exercise's fingerprint (version, tests and their points), the grader's version, the
-sandbox and the time limit; a rerun
-grades only what has no result under its current key, or everything with `force`. A grader failure is
+sandbox and the time limit (the run key: what the sandbox ran), and by the course's weights (the
+score key); a rerun grades only what has no result under its current key, or everything with
+`force`, and one whose run key is unchanged is rescored from its stored run, without a sandbox. A grader failure is
 that submission's result (status error, never kept for a rerun), not the end of the batch; an
 interrupt keeps every result recorded so far.
 """
@@ -28,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import exercise as exercises
-from grader import __version__, classreport, formats, grading, text
+from grader import classreport, formats, grading, keys, pages, similarity, text
+from grader import clusters as behaviours
 from grader import submission as submissions
 from grader.errors import GraderError, SubmissionRejected
 from grader.pool import Pool, PoolClosed
@@ -46,15 +50,8 @@ class Unit:
     content: bytes = b""         # what the grading key hashes
 
     def grading_key(self, setting: str) -> str:
-        """The hash of what is graded and of `setting` (how: see Batch.setting)."""
-        digest = hashlib.sha256(self.content)
-        digest.update(f"\0{setting}\0{self.rejection}".encode(errors="surrogatepass"))
-        return digest.hexdigest()
-
-
-def setting(exercise: str, sandbox: str, wall_s: float | None) -> str:
-    """Everything but the file that can change a grade: a rerun with another one regrades."""
-    return json.dumps([exercises.get(exercise).fingerprint(), __version__, sandbox, wall_s])
+        """The hash of what is graded and of `setting` (grader.keys)."""
+        return keys.grading_key(self.content, setting, self.rejection)
 
 
 def discover(folder: Path, exercise: str) -> list[Unit]:
@@ -104,6 +101,8 @@ class Outcome:
     units: list[Unit]
     graded_now: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    rescored: list[str] = field(default_factory=list)   # scored again from stored runs, no sandbox
+    rescore_s: float = 0.0
     interrupted: bool = False
     rows: list[classreport.Row] = field(default_factory=list)
     duration_s: float = 0.0
@@ -124,13 +123,20 @@ class Batch:
 
     def __init__(self, folder: Path, out: Path, *, exercise: str = exercises.DEFAULT,
                  sandbox: str = grading.DEFAULT_SANDBOX, jobs: int = 1, warm: bool = True,
-                 force: bool = False, wall_s: float | None = None, queue: str | None = None):
+                 force: bool = False, wall_s: float | None = None, course=None, template: Path | None = None,
+                 queue: str | None = None):
         """`queue`: a Redis URL whose workers grade the submissions (grader.queue) instead of
-        this machine's own sandboxes."""
+        this machine's own sandboxes; `course`: an instructor's points, visibility and limits
+        (grader.course); `template`: starter code left out when comparing submissions."""
         self.folder, self.out, self.exercise, self.sandbox, self.queue = folder, out, exercise, sandbox, queue
+        self.course, self.template = course, template
+        if wall_s is None and course is not None:
+            wall_s = course.time_limit_s
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
         self.fingerprint = exercises.get(exercise).fingerprint()
-        self.setting = setting(exercise, sandbox, wall_s)
+        # What the sandbox ran: another one regrades; what only scores: another one rescores.
+        self.run_setting = keys.run_setting(exercise, sandbox, wall_s)
+        self.setting = keys.score_setting(self.run_setting, course)
         self.results_dir = out / "results"
         self.index_path = out / "index.json"
         self._lock = threading.Lock()
@@ -139,15 +145,21 @@ class Batch:
 
     # --- planning ---------------------------------------------------------------------------
 
-    def plan(self, units: list[Unit]) -> tuple[list[Unit], dict]:
-        """Of the submissions, those to grade now; and the index of what was graded before."""
+    def plan(self, units: list[Unit]) -> tuple[list[Unit], dict, list[Unit]]:
+        """Of the submissions, those to grade now; the index of what was graded before; and
+        those whose stored run only needs scoring again (the course's weights changed)."""
         index = self._load_index()
-        todo = [u for u in units if self.force or not self._is_current(u, index.get(u.key))]
-        return todo, index
+        stale = [u for u in units if self.force or not self._is_current(u, index.get(u.key))]
+        rescore = [u for u in stale if not self.force and self._has_run(u, index.get(u.key))]
+        return [u for u in stale if u not in rescore], index, rescore
 
     def _is_current(self, unit: Unit, entry: dict | None) -> bool:
         return bool(entry) and entry.get("key") == unit.grading_key(self.setting) \
             and entry.get("status") != Status.ERROR.value and (self.out / entry.get("result_file", "")).is_file()
+
+    def _has_run(self, unit: Unit, entry: dict | None) -> bool:
+        return bool(entry) and entry.get("run_key") == unit.grading_key(self.run_setting) \
+            and entry.get("status") != Status.ERROR.value and (self.out / entry.get("run_file", "")).is_file()
 
     def _load_index(self) -> dict:
         try:
@@ -179,10 +191,20 @@ class Batch:
         return outcome
 
     def _run_locked(self, units: list[Unit], on_start, on_done) -> Outcome:
-        todo, index = self.plan(units)
-        grading_now = {u.key for u in todo}
-        outcome = Outcome(units, kept=[u.key for u in units if u.key not in grading_now])
+        todo, index, rescore = self.plan(units)
         self.results_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        rescored = []
+        for unit in rescore:
+            result = self._rescore(unit, index[unit.key])
+            if result is None:
+                todo.append(unit)  # its stored run cannot be read: graded again
+            else:
+                self._record(unit, result, index, run_kept=True)
+                rescored.append(unit.key)
+        changed = {u.key for u in todo} | set(rescored)
+        outcome = Outcome(units, kept=[u.key for u in units if u.key not in changed], rescored=rescored,
+                          rescore_s=time.monotonic() - started)
         on_start(len(todo), len(outcome.kept))
         pending: queue.Queue = queue.Queue()
         for unit in todo:
@@ -245,16 +267,40 @@ class Batch:
         """The unit's result; whatever goes wrong becomes a result of status error."""
         if unit.path is None:
             return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
-                                           sandbox=self.sandbox)
-        return self._pool.grade(unit.path, exercise=self.exercise, wall_s=self.wall_s)
+                                           sandbox=self.sandbox, course=self.course)
+        return self._pool.grade(unit.path, exercise=self.exercise, wall_s=self.wall_s, course=self.course)
 
-    def _record(self, unit: Unit, result: GradeResult, index: dict) -> None:
-        """Write the result, then the index that points to it: an interrupt never leaves an index
-        entry without its file."""
-        name = f"results/{_safe_name(unit.key)}.json"
+    def _rescore(self, unit: Unit, entry: dict) -> GradeResult | None:
+        """The unit's result scored again from its stored run, under this batch's course; None
+        when the run cannot be used (then it is graded again)."""
+        try:
+            run = json.loads((self.out / entry["run_file"]).read_text())
+            if "rejected" in run:  # rejected before any sandbox ran
+                return grading.rejected_result(self.folder / unit.key, str(run["rejected"]), exercise=self.exercise,
+                                               sandbox=self.sandbox, course=self.course)
+            return grading.rescore(unit.path, run["report"], exercise=self.exercise, sandbox=self.sandbox,
+                                   duration_s=float(run.get("duration_s") or 0), course=self.course)
+        except (OSError, ValueError, KeyError, TypeError, SubmissionRejected):  # ReportError is a ValueError
+            return None
+
+    def _record(self, unit: Unit, result: GradeResult, index: dict, run_kept: bool = False) -> None:
+        """Write the result, its run (unless `run_kept`: rescored from it) and its page, then the
+        index that points to them: an interrupt never leaves an index entry without its files."""
+        base = _safe_name(unit.key)
+        name = f"results/{base}.json"
         classreport.write_atomic(self.out / name, formats.dumps(formats.to_format(result, "native")) + "\n")
         entry = {"key": unit.grading_key(self.setting), "result_file": name, "status": result.status.value,
                  "graded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        run = ({"report": result.report, "duration_s": result.duration_s} if result.report is not None else
+               {"rejected": result.message} if result.status is Status.REJECTED else None)
+        if run is not None:
+            if not run_kept:
+                (self.out / "runs").mkdir(exist_ok=True)
+                classreport.write_atomic(self.out / f"runs/{base}.json", json.dumps(run) + "\n")
+            entry.update(run_key=unit.grading_key(self.run_setting), run_file=f"runs/{base}.json")
+        (self.out / "pages").mkdir(exist_ok=True)
+        pages.write_page(result, self.out / f"pages/{base}.html", result_file=f"../{name}")
+        entry["page_file"] = f"pages/{base}.html"
         with self._lock:
             index[unit.key] = entry
             document = {"schema": INDEX_SCHEMA, "exercise": self.exercise, "fingerprint": self.fingerprint,
@@ -279,14 +325,28 @@ class Batch:
                 submission=text.safe(unit.key, one_line=True), status=str(result.get("status")), score=result.get("score"),
                 max_score=float(result.get("max_score") or 0), duration_s=float(result.get("duration_s") or 0),
                 bug_ids=tuple(b.get("id", "") for b in result.get("bugs") or () if isinstance(b, dict)),
-                result=result, result_file=entry["result_file"]))
+                result=result, result_file=entry["result_file"], page_file=entry.get("page_file", "")))
         return rows
 
     def _write_reports(self, outcome: Outcome) -> None:
         classreport.write_gradebook(outcome.rows, self.out / "gradebook.csv")
         summary = classreport.summarize(outcome.rows)
+        graded = {row.submission for row in outcome.rows}
+        files = [similarity.File(text.safe(u.key, one_line=True), _script(u.path), similarity.sha256(u.content))
+                 for u in outcome.units if u.path is not None and text.safe(u.key, one_line=True) in graded]
+        starter = similarity.starter_code(exercises.get(self.exercise).statement, self.template)
         classreport.write_html(summary, outcome.rows, self.out / "report.html",
-                               title=f"{self.exercise}: {self.folder.name}")
+                               title=f"{self.exercise}: {self.folder.name}",
+                               similar=similarity.similar_pairs(files, starter),
+                               clusters=behaviours.clusters(outcome.rows))
+
+
+def _script(path: Path) -> bytes:
+    """The Python of a submission (a notebook's code cells), for comparing classmates' code."""
+    try:
+        return submissions.read(path, compiles=False).script
+    except SubmissionRejected:
+        return b""
 
 
 def _safe_name(key: str) -> str:

@@ -8,6 +8,7 @@ spreadsheet formula injection, the HTML escapes them, the terminal prints them a
 from __future__ import annotations
 
 import csv
+import hashlib
 import html
 import io
 import math
@@ -47,6 +48,7 @@ class Row:
     duration_s: float
     result: dict | None = None   # the native result JSON; None when no result exists
     result_file: str = ""        # path of the result JSON relative to the output folder, for links
+    page_file: str = ""          # path of the student's feedback page (grader.pages), for links
 
 
 @dataclass(frozen=True)
@@ -236,24 +238,33 @@ td.num,th.num{text-align:right;white-space:nowrap}
 .advice{background:#757575}
 code{font-size:.9em;background:#f4f4f4;padding:0 .2rem;border-radius:3px;word-break:break-all}
 .muted{color:#666}.fix{color:#444;font-size:.92em}
+details{margin:.4rem 0}summary{cursor:pointer}
+.sbs{display:grid;grid-template-columns:1fr 1fr;gap:.6rem}
+.sbs pre{margin:0;font-size:12px;line-height:1.35;background:#fafafa;border:1px solid #ddd;overflow-x:auto;padding:.3rem}
+.sbs .same{background:#fff3c4;display:block}.sbs .ln{color:#999;user-select:none}
+.flag{background:#6a1b9a}.evidence{font-size:.9em;color:#333;max-width:60rem}
 svg text{font:12px system-ui,sans-serif;fill:#333}
 """
 
 
-def write_html(summary: ClassSummary, rows: list[Row], path: str | os.PathLike, *, title: str) -> None:
+def write_html(summary: ClassSummary, rows: list[Row], path: str | os.PathLike, *, title: str,
+               similar=(), clusters=()) -> None:
     """The self-contained HTML class report, written atomically."""
-    write_atomic(path, render_html(summary, rows, title=title))
+    write_atomic(path, render_html(summary, rows, title=title, similar=similar, clusters=clusters))
 
 
-def render_html(summary: ClassSummary, rows: list[Row], *, title: str) -> str:
-    """The HTML class report as text: inline CSS and SVG, no script, no external resource."""
+def render_html(summary: ClassSummary, rows: list[Row], *, title: str, similar=(), clusters=()) -> str:
+    """The HTML class report as text: inline CSS and SVG, no script, no external resource.
+    `similar`: grader.similarity.Pair of submissions much alike; `clusters`: grader.clusters.Cluster."""
+    from grader import reportparts
     body = [f"<h1>{_e(title)}</h1>"]
     if not rows:
         body.append('<p class="muted">No submissions.</p>')
     else:
         body += [_cards(summary), _errors_alert(summary, rows),
                  "<h2>Score distribution</h2>", _histogram_svg(summary),
-                 _bugs_section(summary), _groups_section(summary), _submissions_section(summary, rows)]
+                 _bugs_section(summary), reportparts.clusters_section(clusters), _groups_section(summary),
+                 reportparts.similar_section(similar), _submissions_section(summary, rows)]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
@@ -346,11 +357,14 @@ def _submissions_section(s: ClassSummary, rows: list[Row]) -> str:
         bugs = ", ".join(f'<code title="{_e(titles.get(b, b))}"'
                          + (' class="muted"' if b in advice else "") + f">{_e(b)}</code>"
                          for b in dict.fromkeys(row.bug_ids))
-        link = (f'<a href="{_e(quote(row.result_file.replace(os.sep, "/")))}">JSON</a>'
-                if row.result_file else '<span class="muted">none</span>')
+        links = [f'<a href="{_e(quote(f.replace(os.sep, "/")))}">{label}</a>'
+                 for f, label in ((row.page_file, "feedback"), (row.result_file, "JSON")) if f]
+        link = " · ".join(links) or '<span class="muted">none</span>'
+        name = (f'<a href="{_e(quote(row.page_file.replace(os.sep, "/")))}"><code>{_e(row.submission)}</code></a>'
+                if row.page_file else f"<code>{_e(row.submission)}</code>")
         message = _message(row) if row.status != "graded" else ""
         reason = f'<br><span class="muted">{_e(message)}</span>' if message else ""
-        out.append(f"<tr><td><code>{_e(row.submission)}</code>{reason}</td>"
+        out.append(f'<tr id="s-{_e(_anchor(row.submission))}"><td>{name}{reason}</td>'
                    f'<td><span class="badge {status}">{_e(row.status)}</span></td>'
                    f'<td class="num">{score}</td><td>{bugs}</td><td>{link}</td></tr>')
     return "".join(out) + "</table>"
@@ -368,6 +382,11 @@ def _message(row: Row) -> str:
         return ""
     text = str(message)
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "…"
+
+
+def _anchor(name: str) -> str:
+    """An id for a submission's row, from any name: what the other sections link to."""
+    return hashlib.sha256(name.encode(errors="surrogatepass")).hexdigest()[:12]
 
 
 def _bar(fraction: float, *, low: bool = False) -> str:

@@ -59,6 +59,23 @@ def _sandbox_option(default: str = grading.DEFAULT_SANDBOX):
                         show_default=True, help="Where the submission runs.")
 
 
+def _course_option(f):
+    return click.option("--course", "course_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                        help="A course file (TOML): points, visibility and advice costs per test group, the "
+                             "time limit, names of mistake clusters (see `grade exercises --groups`).")(f)
+
+
+def _course(course_file: Path | None, exercise_name: str):
+    """The course file read against the exercise; a bad one is a bad command line (exit 2)."""
+    if course_file is None:
+        return None
+    from grader import course
+    try:
+        return course.load(course_file, exercises.get(exercise_name))
+    except course.CourseError as err:
+        raise click.BadParameter(str(err), param_hint="--course") from err
+
+
 def _check_exercise(ctx, param, name: str) -> str:
     try:
         exercises.get(name)
@@ -83,17 +100,19 @@ def _check_redis_url(ctx, param, url: str | None) -> str | None:
 @click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
               help="Wall-clock limit for the whole grade (default: the exercise's own).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on the terminal.")
+@_course_option
 def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, exercise_name: str,
-              time_limit: float | None, quiet: bool):
+              time_limit: float | None, quiet: bool, course_file: Path | None):
     """Grade one SUBMISSION (.py or .ipynb) and print the feedback."""
     if fmt != "native" and not json_out:
         raise click.BadParameter(f"--format {fmt} describes the --json file: add --json OUT", param_hint="--format")
     if not submission.exists():
         raise click.BadParameter(f"{submission} does not exist", param_hint="SUBMISSION")
+    course = _course(course_file, exercise_name)
     # With JSON on stdout, the readable feedback moves to stderr so the JSON stays parseable.
     console = Console(stderr=json_out == "-", highlight=False)
     try:
-        result = _grade(submission, exercise_name, sandbox, time_limit, console if not quiet else None)
+        result = _grade(submission, exercise_name, sandbox, time_limit, console if not quiet else None, course)
     except SandboxUnavailable as err:
         raise click.ClickException(str(err)) from err
     if not quiet:
@@ -104,14 +123,14 @@ def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, ex
 
 
 def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | None,
-           console: Console | None) -> GradeResult:
+           console: Console | None, course=None) -> GradeResult:
     """Grade one file; a grader fault becomes an error result (its log shown on `console`)."""
     try:
-        return grading.grade_file(path, exercise=exercise_name, sandbox=sandbox, wall_s=time_limit)
+        return grading.grade_file(path, exercise=exercise_name, sandbox=sandbox, wall_s=time_limit, course=course)
     except SandboxFailure as failure:
         if failure.log and console is not None:
             console.print(Text(text.safe(failure.log[-2000:]), style="dim"))
-        return grading.error_result(path, failure.message, exercise=exercise_name, sandbox=sandbox)
+        return grading.error_result(path, failure.message, exercise=exercise_name, sandbox=sandbox, course=course)
 
 
 @main.command("batch")
@@ -126,18 +145,22 @@ def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | Non
 @click.option("--cold", is_flag=True,
               help="A fresh sandbox and a cold start per submission, as `grade FILE` does (slower; for comparison).")
 @click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
-              help="Wall-clock limit per submission (default: the exercise's own).")
+              help="Wall-clock limit per submission (default: the course's, else the exercise's own).")
 @click.option("--queue", "queue_url", metavar="redis://HOST:PORT/DB", callback=_check_redis_url,
               help="Send the submissions to the `grade worker`s of this Redis instead of grading them here.")
+@_course_option
+@click.option("--template", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="Starter code handed to the students: left out when comparing submissions.")
 def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name: str, force: bool, cold: bool,
-                time_limit: float | None, queue_url: str | None):
+                time_limit: float | None, queue_url: str | None, course_file: Path | None, template: Path | None):
     """Grade every submission in FOLDER: each .py or .ipynb in it, and each sub-folder (a folder per
     student, where the file that defines the exercise's class is graded).
 
     \b
-    Writes OUT/results/*.json, OUT/gradebook.csv and OUT/report.html, and prints a summary.
-    A rerun grades only new or changed submissions (by content, exercise version, tests and
-    points, sandbox and time limit) unless --force. Ctrl-C stops and keeps what was graded; run again to finish.
+    Writes OUT/results/*.json, OUT/pages/*.html, OUT/gradebook.csv and OUT/report.html, and prints
+    a summary. A rerun grades only new or changed submissions (by content, exercise version, tests and
+    points, sandbox and time limit) unless --force; one whose course changed only points,
+    visibility, advice or cluster names is rescored from its stored run, without a sandbox. Ctrl-C stops and keeps what was graded; run again to finish.
     Exit status: 0 when every submission has a result, 1 when the grader failed on any (their
     rows say status error; rerun to retry them), 130 when interrupted.
     """
@@ -155,16 +178,21 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     console = Console(highlight=False)
     if queue_url and cold:
         raise click.BadParameter("the queue's workers grade in warm sandboxes: leave out --cold", param_hint="--cold")
+    if queue_url and course_file:
+        raise click.BadParameter("a course file is applied by a batch graded here; the queue's workers score "
+                                 "with the exercise's own points (not supported yet): leave out --queue or --course",
+                                 param_hint="--course")
     if not queue_url:  # with a queue, the sandbox is the workers' business
         try:
             registry.get(sandbox).check()  # before any grade: a sandbox that cannot run here is one message
         except SandboxUnavailable as err:
             raise click.ClickException(str(err)) from err
+    course = _course(course_file, exercise_name)
     units = batches.discover(folder, exercise_name)
     if not units:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
     job = batches.Batch(folder, out, exercise=exercise_name, sandbox=sandbox, jobs=jobs, warm=not cold,
-                        force=force, wall_s=time_limit, queue=queue_url)
+                        force=force, wall_s=time_limit, queue=queue_url, course=course, template=template)
     unreachable: tuple = ()
     if queue_url:
         from grader.queue import QueueUnavailable
@@ -191,6 +219,8 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         raise click.ClickException(str(err)) from err
     except OSError as err:
         raise click.ClickException(f"cannot write to {out}: {err.strerror or err}") from err
+    if outcome.rescored:
+        console.print(f"rescored {len(outcome.rescored):,} from stored runs in {outcome.rescore_s:.1f} s")
     classreport.print_summary(classreport.summarize(outcome.rows), console)
     starts = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
               if not cold and not queue_url and outcome.graded_now else " · by the queue's workers" if queue_url else "")
@@ -239,9 +269,10 @@ def platform_group():
               show_default=True, help="Gradescope's folder: grades ROOT/submission into ROOT/results/results.json.")
 @_sandbox_option()
 @_exercise_option
-def gradescope_entry(root: Path, sandbox: str, exercise_name: str):
+@_course_option
+def gradescope_entry(root: Path, sandbox: str, exercise_name: str, course_file: Path | None):
     """What `run_autograder` runs on Gradescope."""
-    _platform_run(platforms.GRADESCOPE, root, sandbox, exercise_name)
+    _platform_run(platforms.GRADESCOPE, root, sandbox, exercise_name, _course(course_file, exercise_name))
 
 
 @platform_group.command("prairielearn")
@@ -249,23 +280,25 @@ def gradescope_entry(root: Path, sandbox: str, exercise_name: str):
               show_default=True, help="PrairieLearn's folder: grades ROOT/student into ROOT/results/results.json.")
 @_sandbox_option(registry.platform_default())
 @_exercise_option
-def prairielearn_entry(root: Path, sandbox: str, exercise_name: str):
+@_course_option
+def prairielearn_entry(root: Path, sandbox: str, exercise_name: str, course_file: Path | None):
     """What the grader image runs as PrairieLearn's external grader."""
-    _platform_run(platforms.PRAIRIELEARN, root, sandbox, exercise_name)
+    _platform_run(platforms.PRAIRIELEARN, root, sandbox, exercise_name, _course(course_file, exercise_name))
 
 
-def _platform_run(platform: platforms.Platform, root: Path, sandbox: str, exercise_name: str) -> None:
+def _platform_run(platform: platforms.Platform, root: Path, sandbox: str, exercise_name: str, course=None) -> None:
     folder = root / platform.submission_dir
     console = Console(highlight=False)  # the platform keeps stdout for instructors
     try:
         path = grading.find_submission(folder, exercise=exercise_name)
     except SubmissionRejected as rejected:
-        result = grading.rejected_result(folder, rejected.message, exercise=exercise_name, sandbox=sandbox)
+        result = grading.rejected_result(folder, rejected.message, exercise=exercise_name, sandbox=sandbox,
+                                         course=course)
     else:
         try:
-            result = _grade(path, exercise_name, sandbox, None, console)
+            result = _grade(path, exercise_name, sandbox, None, console, course)
         except SandboxUnavailable as err:
-            result = grading.error_result(path, str(err), exercise=exercise_name, sandbox=sandbox)
+            result = grading.error_result(path, str(err), exercise=exercise_name, sandbox=sandbox, course=course)
     console.print(render.build(result))
     target = root / platform.results_file
     try:
@@ -284,11 +317,14 @@ def export_group():
 @export_group.command("gradescope")
 @click.argument("out", type=click.Path(path_type=Path, dir_okay=False))
 @_exercise_option
-def export_gradescope(out: Path, exercise_name: str):
+@_course_option
+def export_gradescope(out: Path, exercise_name: str, course_file: Path | None):
     """Write OUT (.zip), a Gradescope autograder: setup.sh installs the grader, run_autograder
-    grades /autograder/submission into /autograder/results/results.json."""
+    grades /autograder/submission into /autograder/results/results.json (with --course, under
+    that course file, which the bundle carries)."""
+    _course(course_file, exercise_name)  # checked here, not on Gradescope
     try:
-        files = platforms.gradescope_bundle(out, exercise_name)
+        files = platforms.gradescope_bundle(out, exercise_name, course=course_file)
     except platforms.ExportError as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"wrote {out} ({files} files): upload it as the assignment's autograder on Gradescope")
@@ -357,8 +393,15 @@ def token_new(name: str, tokens_file: Path):
 
 
 @main.command("exercises")
-def list_exercises():
+@click.option("--groups", "groups_of", metavar="NAME", callback=lambda ctx, p, v: v and _check_exercise(ctx, p, v),
+              help="List exercise NAME's test groups with their default points: what a course file sets.")
+def list_exercises(groups_of: str | None):
     """List the exercises this grader knows."""
+    if groups_of:
+        from grader.course import test_groups
+        for group in test_groups(exercises.get(groups_of)).values():
+            click.echo(f"{group.name}\t{group.points:g} points\t{group.visibility}\t{group.title}")
+        return
     for name, ex in sorted(exercises.all_exercises().items()):
         click.echo(f"{name}\t{ex.title} (version {ex.version})")
 

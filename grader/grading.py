@@ -20,12 +20,13 @@ DEFAULT_SANDBOX = registry.DEFAULT
 
 def grade(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
           wall_s: float | None = None, backend: Sandbox | None = None, hidden: tuple[str, ...] = (),
-          on_log=None) -> GradeResult:
+          on_log=None, course=None) -> GradeResult:
     """grade_file, where a grader fault is a result of status error (no score) instead of an
     exception: the one place where a fault becomes an `error` result. `on_log(text)` receives the
     sandbox's log tail of a fault, for a terminal that shows it."""
     try:
-        return grade_file(path, exercise=exercise, sandbox=sandbox, wall_s=wall_s, backend=backend, hidden=hidden)
+        return grade_file(path, exercise=exercise, sandbox=sandbox, wall_s=wall_s, backend=backend, hidden=hidden,
+                          course=course)
     except SandboxFailure as failure:
         if failure.log and on_log is not None:
             on_log(failure.log)
@@ -34,16 +35,20 @@ def grade(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAU
         message = str(failure)
     except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, nothing more)
         message = f"internal error: {type(err).__name__}: {err}"
-    return error_result(path, message, exercise=exercise, sandbox=sandbox)
+    return error_result(path, message, exercise=exercise, sandbox=sandbox, course=course)
 
 
 def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
                wall_s: float | None = None, backend: Sandbox | None = None,
-               hidden: tuple[str, ...] = ()) -> GradeResult:
+               hidden: tuple[str, ...] = (), course=None) -> GradeResult:
     """Grade one submission. Student mistakes become a result; a grader fault raises SandboxFailure.
     `backend`: a sandbox already running (a batch's warm one), else a new one named `sandbox`;
-    `hidden`: more paths the student's code may not read (a batch's other submissions)."""
+    `hidden`: more paths the student's code may not read (a batch's other submissions);
+    `course` (grader.course.Course): the instructor's points and visibility, and its time limit
+    when `wall_s` is None."""
     started = time.monotonic()
+    if wall_s is None and course is not None:
+        wall_s = course.time_limit_s
     backend = backend or registry.get(sandbox)
     if not backend.contained:  # a sandbox with a file system of its own has none of this machine's folders
         hidden = (*hidden, *private_places(path))
@@ -53,16 +58,25 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
         sub = submissions.read(path)
     except SubmissionRejected as rejected:
         return rejected_result(path, rejected.message, exercise=ex.name, sandbox=sandbox,
-                               duration_s=time.monotonic() - started)
+                               duration_s=time.monotonic() - started, course=course)
     run = backend.run(Job(ex.job(limits, sub.line_map.to_list(), tuple(hidden)), sub.script))
     if run.report is None:
         raise SandboxFailure(run.failure or "the sandbox gave no report", log=run.log_tail)
     try:
-        result = result_from_report(run.report, submission=sub, exercise=ex, sandbox=sandbox,
-                                    duration_s=time.monotonic() - started, grader_version=__version__)
+        return rescore(path, run.report, exercise=exercise, sandbox=sandbox,
+                       duration_s=time.monotonic() - started, course=course, submission=sub)
     except ReportError as err:
         raise SandboxFailure(f"the harness's report is malformed: {err}", log=run.log_tail) from err
-    return _with_feedback(result)
+
+
+def rescore(path: Path, report: dict, *, exercise: str, sandbox: str, duration_s: float, course=None,
+            submission: submissions.Submission | None = None) -> GradeResult:
+    """Score a raw report the sandbox gave for the file at `path` (now, or stored by a batch:
+    no sandbox runs here). Raises ReportError for a malformed report."""
+    sub = submission or submissions.read(path, compiles=False)  # the stored run shows it compiled
+    return _with_feedback(result_from_report(report, submission=sub, exercise=exercises.get(exercise),
+                                             sandbox=sandbox, duration_s=duration_s,
+                                             grader_version=__version__, course=course))
 
 
 # Top-level folders of the system itself: never hidden, the worker's libraries live there.
@@ -86,22 +100,24 @@ def private_places(path: Path) -> tuple[str, ...]:
 
 
 def rejected_result(path: Path, message: str, *, exercise: str, sandbox: str,
-                    duration_s: float = 0.0) -> GradeResult:
+                    duration_s: float = 0.0, course=None) -> GradeResult:
     """The result of a submission that could not be graded at all: score 0, and why."""
-    return _without_report(path, Status.REJECTED, 0.0, message, exercise, sandbox, duration_s)
+    return _without_report(path, Status.REJECTED, 0.0, message, exercise, sandbox, duration_s, course)
 
 
-def error_result(path: Path, message: str, *, exercise: str, sandbox: str) -> GradeResult:
+def error_result(path: Path, message: str, *, exercise: str, sandbox: str, course=None) -> GradeResult:
     """The result recorded when the grader itself failed: status error, no score."""
-    return _without_report(path, Status.ERROR, None, message, exercise, sandbox, 0.0)
+    return _without_report(path, Status.ERROR, None, message, exercise, sandbox, 0.0, course)
 
 
 def _without_report(path: Path, status: Status, score: float | None, message: str, exercise: str,
-                    sandbox: str, duration_s: float) -> GradeResult:
+                    sandbox: str, duration_s: float, course) -> GradeResult:
+    ex = exercises.get(exercise)
     result = GradeResult(exercise=exercise, submission_name=path.name,
                          submission_sha256=_sha256_or_empty(path), status=status, score=score,
-                         max_score=exercises.get(exercise).max_score, message=message,
-                         duration_s=duration_s, environment=host_environment(sandbox))
+                         max_score=course.max_score(ex) if course else ex.max_score, message=message,
+                         duration_s=duration_s,
+                         environment={**host_environment(sandbox), **(course.environment() if course else {})})
     return _with_feedback(result)
 
 

@@ -87,19 +87,22 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for every submission: grade /autograder/submission into
 # /autograder/results/results.json. Exit status 1 means the grader itself failed: no score is
 # recorded, and Gradescope shows the run as failed so that it can be rerun.
+here=$(cd "$(dirname "$0")" && pwd)
 exec "${{GRADER:-{prefix}/bin/grade}}" platform gradescope --root "${{AUTOGRADER_ROOT:-/autograder}}" \\
-  --sandbox local --exercise {exercise}
+  --sandbox local --exercise {exercise}{course}
 """
+COURSE_FILE = "course.toml"  # beside run_autograder in the bundle
 
 PREFIX = "/opt/attention-grader"
 SOURCE_PARTS = ("pyproject.toml", "README.md", "grader", "sandbox", "exercise")
 
 
-def gradescope_bundle(out: Path, exercise: str) -> int:
+def gradescope_bundle(out: Path, exercise: str, course: Path | None = None) -> int:
     """Write the Gradescope autograder zip; returns how many files it holds.
 
-    The bundle carries the grader's source (setup.sh installs it with pip), so the weights, time
-    limits and tests are those of the exercise as it is here.
+    The bundle carries the grader's source (setup.sh installs it with pip), so the tests are those
+    of the exercise as it is here; the weights, visibility and time limit are the exercise's own,
+    or those of `course`, a course file the bundle carries and run_autograder passes on.
     """
     root = Path(__file__).resolve().parent.parent
     missing = [p for p in SOURCE_PARTS if not (root / p).exists()]
@@ -110,12 +113,16 @@ def gradescope_bundle(out: Path, exercise: str) -> int:
     count = 0
     try:
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
+            flag = f' --course "$here/{COURSE_FILE}"' if course else ""
             for name, text in (("setup.sh", SETUP_SH.format(prefix=PREFIX)),
-                               ("run_autograder", RUN_AUTOGRADER.format(prefix=PREFIX, exercise=exercise))):
+                               ("run_autograder", RUN_AUTOGRADER.format(prefix=PREFIX, exercise=exercise, course=flag))):
                 info = zipfile.ZipInfo(name)
                 info.external_attr = (stat.S_IFREG | 0o755) << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
                 bundle.writestr(info, text)
+                count += 1
+            if course:
+                bundle.write(course, COURSE_FILE)
                 count += 1
             for part in SOURCE_PARTS:
                 for path in sorted([root / part] if (root / part).is_file() else (root / part).rglob("*")):

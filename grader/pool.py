@@ -48,7 +48,7 @@ class Pool:
     # --- grading ----------------------------------------------------------------------------
 
     def grade(self, path: Path, *, exercise: str, wall_s: float | None = None,
-              hidden: tuple[str, ...] = ()) -> GradeResult:
+              hidden: tuple[str, ...] = (), course=None) -> GradeResult:
         """Grade the file at `path` in the next free slot; blocks until one is free."""
         slot = self._take()
         try:
@@ -57,9 +57,10 @@ class Pool:
             try:
                 slot.start()  # a warm server's start is not this submission's grading time
             except SandboxUnavailable as err:
-                return grading.error_result(path, str(err), exercise=exercise, sandbox=self.sandbox)
+                return grading.error_result(path, str(err), exercise=exercise, sandbox=self.sandbox,
+                                            course=course)
             return grading.grade(path, exercise=exercise, sandbox=self.sandbox, wall_s=wall_s, backend=slot,
-                                 hidden=(*self.hidden, *hidden))
+                                 hidden=(*self.hidden, *hidden), course=course)
         finally:
             self._free.put(slot)
 

@@ -41,7 +41,7 @@ from celery import Celery, signals
 from kombu import Exchange, Queue
 
 import exercise as exercises
-from grader import batch, grading
+from grader import grading, keys
 from grader.pool import Pool, PoolClosed, upload_name
 from grader.result import GradeResult, Status
 
@@ -191,7 +191,7 @@ def grade_id(data: bytes, name: str, *, exercise: str = exercises.DEFAULT, sandb
              time_limit: float | None = None) -> str:
     """The id of a grade: the batch's grading key of the bytes, with the upload's name (it is in the
     result, and its suffix says .py or .ipynb)."""
-    key = batch.Unit("", None, content=data).grading_key(batch.setting(exercise, sandbox, time_limit))
+    key = keys.grading_key(data, keys.run_setting(exercise, sandbox, time_limit))
     return hashlib.sha256(f"{key}\0{upload_name(name)}".encode(errors="surrogatepass")).hexdigest()
 
 

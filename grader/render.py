@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.console import Group as RichGroup
@@ -54,8 +55,11 @@ def _table(result: GradeResult) -> Table:
     table.add_column("Test group")
     table.add_column("Points", justify="right")
     for group in result.groups():
-        if group.max_score == 0:
+        if group.max_score == 0 and group.score >= 0:
             continue  # advice: shown with the bugs above, worth no points
+        if group.max_score == 0:  # a course's deduction for advice it gives a cost
+            table.add_row(Text("−", style="red"), Text(group.title), f"{group.score:g}")
+            continue
         ok = group.score >= group.max_score - 1e-9
         mark = Text("✓", style="green") if ok else Text("✗", style="red")
         table.add_row(mark, Text(group.title), f"{group.score:g} / {group.max_score:g}")
@@ -68,36 +72,64 @@ def _table(result: GradeResult) -> Table:
     return table
 
 
-def failing_groups(result: GradeResult) -> list[tuple[Group, list[TestResult]]]:
-    """The groups worth points with a failed case, each with its failed cases: "what went wrong"
-    (the terminal's and the service's feedback page)."""
-    found = []
-    for group in result.groups():
-        failed = [t for t in group.tests if t.status is not TestStatus.PASSED]
-        if failed and group.max_score != 0:
-            found.append((group, failed))
+@dataclass(frozen=True)
+class Failure:
+    """One entry of "what went wrong" (the terminal's, the feedback pages'): the failing groups it
+    covers, each with its failed cases (several groups when one failure repeats in all their
+    failing cases: said once), which case is shown and how it ended, its feedback, and the other
+    failing cases by name."""
+    groups: tuple
+    case: str
+    how: str
+    feedback: str
+    others: str
+
+
+def failures(result: GradeResult) -> list[Failure]:
+    """What went wrong, group by group. A failure that repeats in every failing case (of one
+    group, or of several: an exception in forward fails nearly every test alike) is said once,
+    under the groups it fails."""
+    failing = [(g, f) for g in result.groups() if g.max_score > 0
+               and (f := [t for t in g.tests if t.status is not TestStatus.PASSED])]
+    alike: dict[tuple, list] = {}
+    for group, failed in failing:
+        if len({(t.status, t.feedback) for t in failed}) == 1:
+            alike.setdefault((failed[0].status, failed[0].feedback), []).append((group, failed))
+    found, said = [], set()
+    for group, failed in failing:
+        first = failed[0]
+        same = alike.get((first.status, first.feedback), [])
+        if (group, failed) in same and sum(len(f) for _, f in same) > 1:
+            if id(same) in said:
+                continue
+            said.add(id(same))
+            cases = sum(len(f) for _, f in same)
+            where = f" of these {len(same)} test groups" if len(same) > 1 else ""
+            found.append(Failure(tuple((g, tuple(f)) for g, f in same), f"the same error in all {cases} failing "
+                                 f"cases{where}", status_label(first), first.feedback or "(no details)", ""))
+            continue
+        # The first failure in full; the other failing cases by name (the JSON has each in full).
+        found.append(Failure(((group, tuple(failed)),), case_name(first, group.title), status_label(first),
+                             first.feedback or "(no details)", also_failing(failed, group.title)))
     return found
 
 
 def _failures(result: GradeResult) -> list:
-    parts: list = []
-    for group, failed in failing_groups(result):
-        if not parts:
-            parts.append(Text("\nWhat went wrong", style="bold"))
-        parts.append(Text.assemble(("✗ ", "red"), (group.title, "bold"),
-                                   f"  ({len(failed)} of {len(group.tests)} cases)"))
-        # The first failure in full; the other failing cases by name (the JSON has each in full).
-        first = failed[0]
-        body = Text(f"{case_name(first, group.title)} — {status_label(first)}\n", style="dim")
-        body.append(first.feedback or "(no details)")
+    items = failures(result)
+    parts: list = [Text("\nWhat went wrong", style="bold")] if items else []
+    for failure in items:
+        for group, failed in failure.groups:
+            parts.append(Text.assemble(("✗ ", "red"), (group.title, "bold"),
+                                       f"  ({len(failed)} of {len(group.tests)} cases)"))
+        body = Text(f"{failure.case} — {failure.how}\n", style="dim")
+        body.append(failure.feedback)
         parts.append(Padding(body, (0, 0, 0, 4)))
-        others = also_failing(failed, group.title)
-        if others:
-            parts.append(Padding(Text(f"also failing: {others}", style="dim"), (0, 0, 0, 4)))
+        if failure.others:
+            parts.append(Padding(Text(f"also failing: {failure.others}", style="dim"), (0, 0, 0, 4)))
     return parts
 
 
-def also_failing(failed: list[TestResult], group_title: str) -> str:
+def also_failing(failed, group_title: str) -> str:
     """The failed cases after the first, by name (at most MAX_OTHER_CASES); '' when there are none."""
     others = [case_name(t, group_title) for t in failed[1:]]
     return ", ".join(others[:MAX_OTHER_CASES]) + (", ..." if len(others) > MAX_OTHER_CASES else "")

@@ -15,6 +15,8 @@ def _sanitised(obj, one_line: tuple[str, ...]) -> None:
     output (terminal, JSON, CSV, HTML, platforms) can receive what a student's run or file name
     put there raw. `one_line`: the fields shown as names or titles."""
     for f in dataclasses.fields(obj):
+        if f.metadata.get("raw"):
+            continue  # kept as the harness wrote it, never shown: what a rescore reads
         value = getattr(obj, f.name)
         cleaned = _clean(value, f.name in one_line)
         if cleaned is not value:
@@ -152,6 +154,10 @@ class GradeResult:
     environment: dict = field(default_factory=dict)
     feedback: str = ""           # the readable text, as shown on the terminal
     withheld: str = ""           # in a visible part: what is not shown (hidden tests)
+    cluster: str = ""            # failed, no mistake named: the id of its behaviour (grader.clusters)
+    # The harness's raw report this result was scored from (None without one): a batch keeps it to
+    # rescore under another course without a sandbox. Not part of the JSON.
+    report: dict | None = field(default=None, compare=False, repr=False, metadata={"raw": True})
 
     def __post_init__(self):
         _sanitised(self, ("exercise", "submission_name", "submission_sha256"))
@@ -212,4 +218,5 @@ class GradeResult:
             "notes": list(self.notes),
             "duration_s": round(self.duration_s, 3),
             "environment": self.environment,
+            **({"cluster": self.cluster} if self.cluster else {}),
         }

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from grader import clusters
 from grader.errors import GraderError
 from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility
 from grader.submission import Submission
@@ -15,19 +16,23 @@ class ReportError(GraderError, ValueError):
 
 
 def result_from_report(report: dict, *, submission: Submission, exercise, sandbox: str,
-                       duration_s: float, grader_version: str) -> GradeResult:
-    """Score a raw report: points of passed tests; a grader fault in any test voids the score."""
-    environment = {"grader": grader_version, **_dict(report.get("environment")), "sandbox": sandbox}
+                       duration_s: float, grader_version: str, course=None) -> GradeResult:
+    """Score a raw report: points of passed tests; a grader fault in any test voids the score.
+    `course` (grader.course.Course): the instructor's points, visibility, advice costs and names of
+    clusters, applied here, on the host, so that a stored report can be scored again."""
+    environment = {"grader": grader_version, **_dict(report.get("environment")), "sandbox": sandbox,
+                   **(course.environment() if course else {})}
     base = dict(exercise=exercise.name, submission_name=submission.name,
                 submission_sha256=submission.sha256, duration_s=duration_s, environment=environment,
-                notes=tuple(str(n) for n in report.get("notes") or ()))
+                notes=tuple(str(n) for n in report.get("notes") or ()), report=report)
+    full_marks = course.max_score(exercise) if course else exercise.max_score
     status = report.get("status")
     if status == "rejected":
         message = rejection_message(_dict(report.get("rejection")), exercise, submission)
-        return GradeResult(status=Status.REJECTED, score=0.0, max_score=exercise.max_score,
+        return GradeResult(status=Status.REJECTED, score=0.0, max_score=full_marks,
                            message=message, **base)
     if status != "graded":
-        return GradeResult(status=Status.ERROR, score=None, max_score=exercise.max_score,
+        return GradeResult(status=Status.ERROR, score=None, max_score=full_marks,
                            message=f"the grader failed: {report.get('error', 'no report')}", **base)
     bugs = tuple(_bug(raw) for raw in report.get("bugs") or ())
     tests = tuple(_with_bugs(_test(raw), bugs) for raw in report.get("tests") or ())
@@ -36,19 +41,34 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     max_score = round(sum(t.max_score for t in tests), 9)
     if abs(max_score - exercise.max_score) > 1e-6:  # a report that is not the exercise's whole suite
         raise ReportError(f"the tests add up to {max_score:g} points, the exercise to {exercise.max_score:g}")
+    if course:
+        bugs, deductions = course.advice_costs(bugs)
+        tests = course.apply_tests(tests) + deductions
+        max_score = round(sum(t.max_score for t in tests), 9)
     internal = [raw for raw in report["tests"] if raw.get("internal")]
     if internal:
         return GradeResult(status=Status.ERROR, score=None, max_score=max_score, tests=tests,
                            message=f"the grader failed in {internal[0].get('id')}: "
                                    f"{internal[0].get('feedback')}", **base)
-    score = round(sum(t.score for t in tests), 9)  # points shared by a group's cases add up in floats
+    # points shared by a group's cases add up in floats; a course's deductions stop at 0
+    score = max(0.0, round(sum(t.score for t in tests), 9))
     bugs = _agreeing(bugs, tests)
     diagnosis = str(report.get("diagnosis_note") or "")
     if score < max_score and not diagnosis and all(b.advice for b in bugs):
         diagnosis = ("tests failed and no mistake in the catalog explains it; the failed tests below show "
                      "where your output differs")
+    cluster = clusters.signature(report)
+    named = course.cluster_name(cluster) if course and cluster else None
+    if named:  # the instructor's feedback for this behaviour; the diagnosis becomes its evidence
+        failed = tuple(dict.fromkeys(t.function for t in tests if t.score < t.max_score))
+        bugs += (Bug(id=f"course:{named.id}", title=named.title, fix=named.fix, evidence=diagnosis,
+                     explanation=named.explanation or "Your instructor found this mistake in several "
+                     "submissions that behave exactly like yours.", affects=failed),)
+        tests = tuple(_with_bugs(t, bugs) for t in tests)
+        diagnosis = ""
     return GradeResult(status=Status.GRADED, score=score, max_score=max_score, tests=tests, bugs=bugs,
-                       diagnosis=diagnosis, printed=str(report.get("printed") or ""), **base)
+                       diagnosis=diagnosis, printed=str(report.get("printed") or ""), cluster=cluster, **base)
+
 
 
 def _dict(value) -> dict:

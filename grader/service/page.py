@@ -52,8 +52,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Failure:
-    title: str
-    counts: str
+    headings: tuple  # (group title, "n of m cases") for each group the failure covers
     case: str
     how: str
     feedback: str
@@ -66,11 +65,9 @@ def feedback(result: GradeResult) -> str:
     if result.status is Status.GRADED:
         rows = [Row(g.score >= g.max_score - 1e-9, g.title, f"{g.score:g} / {g.max_score:g}")
                 for g in result.groups() if g.max_score != 0]
-        for group, failed in render.failing_groups(result):
-            first = failed[0]
-            failures.append(Failure(group.title, f"{len(failed)} of {len(group.tests)} cases",
-                                    render.case_name(first, group.title), render.status_label(first),
-                                    first.feedback or "(no details)", render.also_failing(failed, group.title)))
+        for item in render.failures(result):
+            failures.append(Failure(tuple((g.title, f"{len(f)} of {len(g.tests)} cases") for g, f in item.groups),
+                                    item.case, item.how, item.feedback, item.others))
     return _env.get_template("feedback.html").render(
         r=result, status=result.status.value, rows=rows, failures=failures,
         score="" if result.score is None else f"{result.score:g} / {result.max_score:g}",

@@ -1,0 +1,69 @@
+"""A student's feedback page: the text `grade FILE` prints on the terminal, colours included, as a
+self-contained HTML file (no script, no external resource), for the class report to link to.
+
+Rich renders the same renderable the terminal shows (grader.render.build) and escapes every
+character of it, so a file name or an error message with `<script>` in it is shown, never run.
+"""
+from __future__ import annotations
+
+import html
+import io
+import os
+from urllib.parse import quote
+
+from rich.console import Console
+from rich.terminal_theme import DEFAULT_TERMINAL_THEME
+
+from grader import render
+from grader.result import GradeResult
+
+WIDTH = 100
+
+# Braces doubled: Rich fills {code}, {stylesheet}, {foreground} and {background} in.
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>
+body{{{{margin:2rem auto;max-width:1100px;padding:0 1rem;font:15px/1.45 system-ui,sans-serif;color:#1f2328}}}}
+nav{{{{margin-bottom:1rem}}}} nav a{{{{margin-right:1.2rem}}}}
+pre{{{{background:{{background}};color:{{foreground}};padding:1rem;border-radius:6px;overflow-x:auto;
+font:13px/1.35 'DejaVu Sans Mono',Menlo,consolas,monospace}}}}
+{{stylesheet}}
+</style>
+</head>
+<body>
+<nav><a href="../report.html">class report</a><a href="{result_file}">result JSON</a></nav>
+<pre><code>{{code}}</code></pre>
+</body>
+</html>
+"""
+
+
+def render_page(result: GradeResult, *, result_file: str) -> str:
+    """The page as text; `result_file`: the raw result JSON's address relative to the page."""
+    console = Console(record=True, file=io.StringIO(), width=WIDTH, color_system="truecolor",
+                      force_terminal=True, highlight=False, emoji=False)
+    console.print(render.build(result))
+    page = _PAGE.format(title=_braces(html.escape(f"{result.exercise} · {result.submission_name}")),
+                        result_file=_braces(html.escape(quote(result_file.replace(os.sep, "/")), quote=True)))
+    return console.export_html(theme=_LIGHT, code_format=page, inline_styles=True)
+
+
+def _braces(text: str) -> str:
+    """Text that Rich's own format() call leaves as it is."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def write_page(result: GradeResult, path: os.PathLike, *, result_file: str) -> None:
+    from grader.classreport import write_atomic
+    write_atomic(path, render_page(result, result_file=result_file))
+
+
+# The terminal's colours on a light page (Rich's default theme is a dark terminal's).
+_LIGHT = DEFAULT_TERMINAL_THEME.__class__((250, 250, 250), (31, 35, 40), [
+    (0, 0, 0), (198, 40, 40), (46, 125, 50), (158, 105, 0), (21, 101, 192), (123, 31, 162), (0, 131, 143),
+    (97, 97, 97)], [(97, 97, 97), (198, 40, 40), (46, 125, 50), (158, 105, 0), (21, 101, 192), (123, 31, 162),
+                    (0, 131, 143), (31, 35, 40)])

@@ -1,0 +1,56 @@
+"""The class report's instructor sections: clusters of unexplained mistakes, and similar
+submissions with their shared lines side by side. HTML only, escaped, without script (what the
+class report promises); the facts come from grader.clusters and grader.similarity.
+"""
+from __future__ import annotations
+
+from grader.classreport import _anchor, _e
+
+MAX_EVIDENCE = 1200
+
+
+def clusters_section(clusters) -> str:
+    head = '<h2 id="clusters">Unexplained mistakes, by behaviour</h2>'
+    if not clusters:
+        return head + '<p class="muted">Every submission that lost points has a named mistake.</p>'
+    out = [head, ('<p class="muted">Submissions that lose points while no mistake in the catalog is named, '
+                  "grouped by the same failing cases and the same differences on the diagnosis probes. Read one, "
+                  "then name the cluster in the course file and rescore: every member gets your feedback.</p>"),
+           '<table><tr><th class="num">Students</th><th>Cluster</th><th>Representative and evidence</th></tr>']
+    for c in clusters:
+        evidence = c.evidence if len(c.evidence) <= MAX_EVIDENCE else c.evidence[:MAX_EVIDENCE] + "…"
+        named = (f"<b>{_e(c.name)}</b><br><span class=\"fix\">{_e(c.fix)}</span>" if c.name else
+                 f'<span class="muted">not named yet; in the course file:</span><br>'
+                 f'<code>[clusters.{_e(c.id)}]<br>title = "..."<br>fix = "..."</code>')
+        members = ", ".join(f'<a href="#s-{_e(_anchor(m))}"><code>{_e(m)}</code></a>' for m in c.members)
+        out.append(f'<tr><td class="num">{c.size}</td><td><code>{_e(c.id)}</code><br>{named}</td>'
+                   f'<td><a href="#s-{_e(_anchor(c.members[0]))}"><code>{_e(c.members[0])}</code></a>'
+                   f'<span class="muted"> loses points in: {_e("; ".join(c.failing))}</span>'
+                   f'<div class="evidence">{_e(evidence)}</div>'
+                   f'<details><summary>all {c.size}</summary>{members}</details></td></tr>')
+    return "".join(out) + "</table>"
+
+
+def similar_section(pairs) -> str:
+    head = '<h2 id="similar">Similar submissions</h2>'
+    note = ('<p class="muted">Pairs whose code is much alike once names, comments and layout are set aside, '
+            "and the exercise's starter code left out. A signal for a person to look at, never a penalty: "
+            "the score is not changed.</p>")
+    if not pairs:
+        return head + note + '<p class="muted">No two submissions are much alike.</p>'
+    out = [head, note, '<table><tr><th class="num">Alike</th><th>Submissions</th></tr>']
+    for i, p in enumerate(pairs):
+        flag = '<span class="badge flag">identical files</span> ' if p.identical else ""
+        out.append(f'<tr><td class="num">{p.similarity:.0%}</td><td>{flag}'
+                   f'<a href="#s-{_e(_anchor(p.a))}"><code>{_e(p.a)}</code></a> and '
+                   f'<a href="#s-{_e(_anchor(p.b))}"><code>{_e(p.b)}</code></a>'
+                   f'<details{" open" if i == 0 else ""}><summary>shared lines, side by side</summary>'
+                   f'<div class="sbs">'
+                   f"{_code(p.lines_a)}{_code(p.lines_b)}</div></details></td></tr>")
+    return "".join(out) + "</table>"
+
+
+def _code(lines) -> str:
+    body = "".join(f'<span class="{"same" if shared else ""}"><span class="ln">{n:>3} </span>{_e(text)}\n</span>'
+                   if shared else f'<span class="ln">{n:>3} </span>{_e(text)}\n' for n, text, shared in lines)
+    return f"<pre>{body}</pre>"

@@ -1,0 +1,419 @@
+"""The instructor's side: course files, a rescore from stored runs without a sandbox, similar
+submissions, clusters of unexplained mistakes and the students' feedback pages, through the real
+CLI on a small class graded once for the module (and once more, in full, under a course, to check
+the rescore against it)."""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, SUBMISSIONS
+from tests.test_batch import ENV, BatchRun, batch
+
+CORRECT = SUBMISSIONS / "correct"
+CLUSTERS = SUBMISSIONS / "clusters"
+ARTIFACTS = Path(os.environ.get("GRADER_ARTIFACTS") or tempfile.mkdtemp(prefix="course-artifacts-"))
+SCRIPT_NAME = "<script>alert(1)<script>.py"
+HALF = ["half_output__einsum.py", "half_output__nanogpt.py", "half_output__sdpa.py"]
+TANH = ["tanh_heads__einsum.py", "tanh_heads__nanogpt.py", "tanh_heads__sdpa.py"]
+HONEST = ["einsum.py", "sdpa_bool_mask.py", "manual_softmax.py", "head_loop_cat.py", "view_permute_unbind.py"]
+REWEIGHT = """\
+time_limit_s = 90   # the exercise's own: the run key does not change
+[groups.test_matches_multihead_attention]
+points = 40
+[groups.test_parameter_count]
+points = 0
+visibility = "hidden"
+[groups.test_runs_on_any_device]
+points = 5
+[advice.mask_device_mismatch]
+points = 2
+"""
+
+# A lightly edited copy of sdpa_bool_mask.py: every variable renamed, comments and docstring
+# rewritten, blank lines moved.
+EDITED = '''import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class CausalSelfAttention(nn.Module):
+    """My attention layer (written for the assignment)."""
+    def __init__(self, dim, n_heads):
+        super().__init__()
+        self.heads = n_heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x, key_padding_mask=None):
+        batch, length, width = x.shape
+        nh = self.heads
+        size = width // nh
+        query, key, value = self.qkv(x).split(width, dim=-1)
+        query = query.reshape(batch, length, nh, size).transpose(1, 2)
+        key = key.reshape(batch, length, nh, size).transpose(1, 2)
+        value = value.reshape(batch, length, nh, size).transpose(1, 2)
+        # which keys each query can see
+        allowed = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
+        allowed = allowed.view(1, 1, length, length)
+        if key_padding_mask is not None:
+            allowed = allowed & key_padding_mask.bool().view(batch, 1, 1, length)
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=allowed)
+        out = out.transpose(1, 2).reshape(batch, length, width)
+        return self.proj(out)
+'''
+
+# A correct layer whose feedback and name carry markup: the pages must show it, never run it.
+HOSTILE = (CORRECT / "einsum.py").read_text().replace(
+    "        return self.proj(y)",
+    "        if t == 7:\n            raise RuntimeError('</script><script>alert(2)</script><b>bold</b>')\n"
+    "        return self.proj(y)")
+
+
+def build_class(folder: Path) -> None:
+    folder.mkdir()
+    for name in HALF + TANH:
+        shutil.copy(CLUSTERS / name, folder / name)
+    for name in HONEST:
+        shutil.copy(CORRECT / name, folder / name)
+    shutil.copy(CORRECT / "einsum.py", folder / "zoe.py")               # a renamed copy
+    (folder / "yann.py").write_text(EDITED)                            # a lightly edited copy
+    shutil.copy(EXAMPLES / "view_without_contiguous.py", folder / "view_without_contiguous.py")
+    shutil.copy(SUBMISSIONS / "buggy" / "mask_device_mismatch__arange.py", folder / "device.py")
+    (folder / SCRIPT_NAME).write_text(HOSTILE)
+
+
+def scores(run: BatchRun) -> dict[str, tuple]:
+    out = {}
+    for name in run.index():
+        r = run.result(name)
+        out[name] = (r["status"], r["score"], r["max_score"], sorted(b["id"] for b in r["bugs"]),
+                     [(t["id"], t["score"], t["max_score"], t["visibility"]) for t in r["tests"]])
+    return out
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The class graded once with the exercise's defaults."""
+    root = tmp_path_factory.mktemp("course")
+    build_class(root / "class")
+    run = batch(root / "class", root / "out", "--jobs", "2")
+    assert run.exit_code == 0, run.output
+    return root, run
+
+
+def section(report: str, heading: str) -> str:
+    start = re.search(rf"<h2[^>]*>{heading}", report).start()
+    end = report.find("<h2", start + 4)
+    return report[start:end if end > 0 else None]
+
+
+# --- course files ---------------------------------------------------------------------------------
+
+INVALID = [
+    ("time_limit = 60\n", "time_limit", 1),
+    ("time_limit_s = 60\n\n[groups.test_matches_multihead_attention]\npoints = 40\npointz = 3\n", "pointz", 5),
+    ("[groups.test_nope]\npoints = 1\n", "test_nope", 1),
+    ("# a comment\n[groups.test_parameter_count]\nvisibility = \"secret\"\n", "visibility", 3),
+    ("[groups.test_layers]\npoints = -1\n", "points", 2),
+    ("[advice.no_causal_mask]\npoints = 2\n", "no_causal_mask", 1),
+    ("[advice.mask_device_mismatch]\ncost = 2\n", "cost", 2),
+    ("[clusters.c0123456789]\ntitle = \"x\"\n", "fix", 1),
+    ("[grups.test_layers]\npoints = 1\n", "grups", 1),
+]
+
+
+@pytest.mark.parametrize("text,key,line", INVALID, ids=[k for _, k, _ in INVALID])
+def test_an_invalid_course_file_names_the_key_and_its_line(tmp_path, text, key, line):
+    course = tmp_path / "course.toml"
+    course.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "grader", str(EXAMPLES / "correct.py"), "--course", str(course)],
+                          capture_output=True, text=True, timeout=120, env=ENV)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    message = " ".join(proc.stderr.split())
+    assert key in message and f"line {line}:" in message, message
+
+
+def test_exercises_lists_the_groups_a_course_sets():
+    proc = subprocess.run([sys.executable, "-m", "grader", "exercises", "--groups", "causal-self-attention"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    rows = dict(line.split("\t")[:2] for line in proc.stdout.splitlines())
+    assert rows["test_matches_multihead_attention"] == "30 points"
+    assert rows["test_parameter_count"] == "10 points"
+    assert sum(float(v.split()[0]) for v in rows.values()) == 100
+
+
+# --- rescoring from stored runs -------------------------------------------------------------------
+
+NO_SANDBOX = ("import os, sys, grader.pool as pool\n"
+              "def refuse(*a, **k):\n"
+              "    print('a sandbox was started', file=sys.stderr, flush=True)\n"
+              "    os._exit(3)\n"
+              "pool.Pool._new_slot = refuse\n"
+              "from grader.cli import main\n"
+              "sys.argv[0] = 'grade'\n"
+              "main()\n")
+
+
+def batch_without_sandbox(folder: Path, out: Path, *extra: str) -> BatchRun:
+    """`grade batch` with every way to a sandbox cut: a grade that needs one fails the run."""
+    proc = subprocess.run([sys.executable, "-c", NO_SANDBOX, "batch", str(folder), "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=300, env=ENV)
+    return BatchRun(proc.returncode, proc.stdout + proc.stderr, out)
+
+
+@pytest.fixture(scope="module")
+def reweighted(graded):
+    """The stored class rescored under a course that changes points, visibility, advice costs and
+    names one cluster; and the same class graded in full under the same course."""
+    root, first = graded
+    half = first.result(HALF[0])["cluster"]
+    course = root / "reweight.toml"
+    course.write_text(REWEIGHT + f'[clusters.{half}]\ntitle = "The output is halved"\n'
+                                 f'fix = "Return the projection as it is, without the factor 0.5."\n')
+    shutil.copytree(root / "out", root / "rescored")
+    rescored = batch_without_sandbox(root / "class", root / "rescored", "--course", str(course))
+    full = batch(root / "class", root / "full", "--jobs", "2", "--course", str(course))
+    return course, rescored, full
+
+
+def test_a_reweight_rescores_the_stored_batch_without_a_sandbox(graded, reweighted):
+    _, first = graded
+    course, rescored, _ = reweighted
+    assert rescored.exit_code == 0, rescored.output
+    total = len(first.index())
+    assert re.search(rf"rescored {total} from stored runs in \d+\.\d s", rescored.output), rescored.output
+    assert "graded 0, kept 0" in rescored.output and "warm sandbox" not in rescored.output
+    comparison = rescored.result("einsum.py")
+    points = {t["group"].rsplit("::", 1)[-1]: 0.0 for t in comparison["tests"]}
+    for t in comparison["tests"]:
+        points[t["group"].rsplit("::", 1)[-1]] += t["max_score"]
+    assert round(points["test_matches_multihead_attention"], 6) == 40
+    assert points["test_parameter_count"] == 0 and points["test_runs_on_any_device"] == 5
+    assert comparison["max_score"] == 105 and comparison["score"] == 105
+    assert comparison["environment"]["course"]["path"] == str(course)
+    assert all(t["visibility"] == "hidden" for t in comparison["tests"] if "test_parameter_count" in t["group"])
+    device = rescored.result("device.py")  # the advice now costs 2 points
+    assert first.result("device.py")["score"] == 100  # advice only, by default
+    assert device["score"] == 100 + 10 - 10 + 5 - 2 and device["max_score"] == 105, device["score"]
+    assert any(b["id"] == "mask_device_mismatch" and not b["advice"] for b in device["bugs"])
+
+
+def test_the_rescore_gives_the_scores_of_a_full_regrade(reweighted):
+    _, rescored, full = reweighted
+    assert full.exit_code == 0, full.output
+    assert "warm sandbox" in full.output  # this one did grade
+    assert scores(rescored) == scores(full)
+
+
+def test_a_changed_time_limit_regrades(graded, tmp_path):
+    root, first = graded
+    course = tmp_path / "limit.toml"
+    course.write_text("time_limit_s = 200\n")
+    shutil.copytree(root / "out", tmp_path / "out")
+    run = batch_without_sandbox(root / "class", tmp_path / "out", "--course", str(course))
+    assert run.exit_code != 0 and "a sandbox was started" in run.output, run.output
+
+
+# --- similar submissions --------------------------------------------------------------------------
+
+def test_copies_are_flagged_and_honest_solutions_are_not(graded):
+    _, run = graded
+    similar = section((run.out / "report.html").read_text(), "Similar submissions")
+    flagged = {frozenset(html.unescape(n) for n in re.findall(r"<code>([^<]*)</code></a> and <a [^>]*><code>"
+                                                              r"([^<]*)</code>", row)[0])
+               for row in similar.split("<tr>")[2:]}
+    assert frozenset({"einsum.py", "zoe.py"}) in flagged
+    assert frozenset({"sdpa_bool_mask.py", "yann.py"}) in flagged
+    assert not [p for p in flagged if p <= set(HONEST)], flagged  # no two independent solutions
+    assert similar.count("identical files") == 1  # only the renamed copy is byte for byte the same
+    assert 'class="same"' in similar  # the shared lines, side by side
+    for name in ("einsum.py", "zoe.py"):  # and no score changes for it
+        assert run.result(name)["score"] == 100
+
+
+# --- clusters -------------------------------------------------------------------------------------
+
+def test_two_shared_mistakes_outside_the_catalog_form_two_clusters(graded):
+    _, run = graded
+    for name in HALF + TANH:
+        result = run.result(name)
+        assert result["status"] == "graded" and result["score"] < result["max_score"]
+        assert [b for b in result["bugs"] if not b["advice"]] == [], result["bugs"]  # nothing named
+    half = {run.result(n)["cluster"] for n in HALF}
+    tanh = {run.result(n)["cluster"] for n in TANH}
+    assert len(half) == 1 and len(tanh) == 1 and half != tanh
+    assert all("cluster" not in run.result(n) for n in HONEST + ["view_without_contiguous.py"])
+    part = section((run.out / "report.html").read_text(), "Unexplained mistakes")
+    for cid in half | tanh:
+        row = next(r for r in part.split("<tr>") if f"<code>{cid}</code>" in r)
+        assert re.search(r'<td class="num">3</td>', row) and "largest difference" in row
+
+
+def test_a_named_cluster_reaches_every_member_on_rescore(graded, reweighted):
+    _, first = graded
+    _, rescored, _ = reweighted
+    cid = first.result(HALF[0])["cluster"]
+    for name in HALF:
+        bugs = rescored.result(name)["bugs"]
+        assert [b["id"] for b in bugs] == [f"course:{cid}"] and bugs[0]["title"] == "The output is halved"
+        assert "factor 0.5" in rescored.result(name)["feedback"]
+    for name in TANH + HONEST:
+        assert all(not b["id"].startswith("course:") for b in rescored.result(name)["bugs"])
+    part = section((rescored.out / "report.html").read_text(), "Unexplained mistakes")
+    assert "The output is halved" in part
+
+
+# --- pages ----------------------------------------------------------------------------------------
+
+def test_every_submission_links_to_its_feedback_page(graded):
+    _, run = graded
+    report = (run.out / "report.html").read_text()
+    listing = section(report, "Submissions")
+    for name, entry in run.index().items():
+        page = run.out / entry["page_file"]
+        assert page.is_file()
+        href = html.escape(entry["page_file"].replace("<", "%3C").replace(">", "%3E"))
+        assert f'href="{href}"' in listing, (name, href)
+        assert f'href="{html.escape(entry["result_file"].replace("<", "%3C").replace(">", "%3E"))}"' in listing
+
+
+def test_pages_show_markup_from_the_student_and_never_run_it(graded):
+    _, run = graded
+    page = (run.out / run.index()[SCRIPT_NAME]["page_file"]).read_text()
+    assert "<script" not in page.lower() and "<b>bold" not in page
+    assert "&lt;script&gt;alert(1)&lt;script&gt;.py" in page
+    assert "&lt;/script&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in page
+    assert "<script" not in (run.out / "report.html").read_text().lower()
+
+
+def test_a_failure_repeated_in_every_case_is_said_once(graded):
+    _, run = graded
+    result = run.result("view_without_contiguous.py")
+    page = html.unescape(re.sub(r"<[^>]+>", "", (run.out / run.index()["view_without_contiguous.py"]
+                                                 ["page_file"]).read_text()))
+    for text in (result["feedback"], page):
+        flat = " ".join(text.split()).split("What went wrong", 1)[1]
+        assert "the same error in all" in flat
+        # once as raised, once as the property gate's reason: not once per test group (8)
+        assert flat.count("view size is not compatible") == 2, flat
+    assert " ".join(result["feedback"].split()) in " ".join(page.split())  # the terminal's text
+
+
+def _chromium(*args: str, tmp: Path, height: int = 2000) -> subprocess.CompletedProcess:
+    return subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp}",
+                           f"--window-size=1280,{height}", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (scripts/services)")
+def test_the_report_and_a_page_in_headless_chromium(graded, reweighted, tmp_path):
+    _, run = graded
+    _, rescored, _ = reweighted
+    shots = {"report.png": (rescored.out / "report.html").as_uri(),
+             "report-full.png": (rescored.out / "report.html").as_uri(),  # down to the similar pairs
+             "page-view_without_contiguous.png": (run.out / run.index()["view_without_contiguous.py"]
+                                                  ["page_file"]).as_uri(),
+             "page-script.png": (run.out / run.index()[SCRIPT_NAME]["page_file"]).as_uri()}
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for name, target in shots.items():
+        proc = _chromium(f"--screenshot={ARTIFACTS / name}", target, tmp=tmp_path / name,
+                         height=6000 if "full" in name else 2000)
+        assert (ARTIFACTS / name).is_file() and (ARTIFACTS / name).stat().st_size > 20_000, proc.stderr[-2000:]
+    dom = _chromium("--dump-dom", (run.out / run.index()[SCRIPT_NAME]["page_file"]).as_uri(),
+                    tmp=tmp_path / "dom").stdout
+    assert "alert(2)" in dom and "<script" not in dom.lower()
+    report = _chromium("--dump-dom", (rescored.out / "report.html").as_uri(), tmp=tmp_path / "dom2").stdout
+    assert "Similar submissions" in report and "The output is halved" in report and "<script" not in report.lower()
+    print(f"\nscreenshots in {ARTIFACTS}")
+
+
+# --- one file and the platforms -------------------------------------------------------------------
+
+PLATFORM_COURSE = """\
+[groups.test_matches_multihead_attention]
+points = 40
+[groups.test_parameter_count]
+visibility = "after_due_date"
+"""
+
+
+def test_grade_file_under_a_course(tmp_path):
+    import hashlib
+    course = tmp_path / "course.toml"
+    course.write_text(PLATFORM_COURSE)
+    from tests.conftest import grade
+    graded = grade(EXAMPLES / "correct.py", "--course", str(course))
+    assert graded.exit_code == 0, graded.terminal
+    assert graded.result["score"] == graded.result["max_score"] == 110
+    assert graded.group("test_matches_multihead_attention") == (40, 40)
+    assert graded.result["environment"]["course"] == {"path": str(course),
+                                                      "sha256": hashlib.sha256(course.read_bytes()).hexdigest()}
+    assert "110 / 110" in graded.terminal
+
+
+def test_the_platforms_take_the_course_visibility_and_points(tmp_path):
+    course = tmp_path / "course.toml"
+    course.write_text(PLATFORM_COURSE)
+    for platform, upload in (("gradescope", "submission"), ("prairielearn", "student")):
+        root = tmp_path / platform
+        (root / upload).mkdir(parents=True)
+        shutil.copy(EXAMPLES / "correct.py", root / upload / "attention.py")
+        proc = subprocess.run([sys.executable, "-m", "grader", "platform", platform, "--root", str(root),
+                               "--course", str(course)], capture_output=True, text=True, timeout=300, env=ENV)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        results = json.loads((root / "results" / "results.json").read_text())
+        if platform == "gradescope":
+            assert results["score"] == 110
+            params = [t for t in results["tests"] if "parameters" in t["name"]]
+            assert params and all(t["visibility"] == "after_due_date" for t in params)
+            assert round(sum(t["max_score"] for t in results["tests"] if "nn.MultiheadAttention with your" in t["name"]),
+                         6) == 40
+        else:
+            assert results["score"] == 1.0
+            held = [t for t in results["tests"] if t["name"] == "Tests not shown"]
+            assert held and held[0]["max_points"] == 10
+            assert not [t for t in results["tests"] if "parameters" in t["name"]]
+
+
+def test_the_gradescope_bundle_carries_the_course(tmp_path):
+    import zipfile
+    course = tmp_path / "course.toml"
+    course.write_text(PLATFORM_COURSE)
+    bundle = tmp_path / "autograder.zip"
+    proc = subprocess.run([sys.executable, "-m", "grader", "export", "gradescope", str(bundle), "--course", str(course)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(bundle) as z:
+        assert z.read("course.toml") == course.read_bytes()
+        assert '--course "$here/course.toml"' in z.read("run_autograder").decode()
+    course.write_text("[groups.test_nothing]\npoints = 1\n")  # checked before it is shipped
+    proc = subprocess.run([sys.executable, "-m", "grader", "export", "gradescope", str(bundle), "--course", str(course)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "test_nothing" in proc.stderr
+
+
+def test_a_template_is_left_out_of_the_comparison(graded, tmp_path):
+    """Starter code handed out with the assignment is everyone's: handed as --template, what the
+    students share only through it no longer makes them alike; identical files stay flagged."""
+    root, first = graded
+    before = section((first.out / "report.html").read_text(), "Similar submissions")
+    shutil.copytree(root / "out", tmp_path / "out")
+    run = batch_without_sandbox(root / "class", tmp_path / "out", "--template", str(CORRECT / "einsum.py"))
+    assert run.exit_code == 0, run.output
+    after = section((tmp_path / "out" / "report.html").read_text(), "Similar submissions")
+    pairs = lambda part: {frozenset(html.unescape(n) for n in m) for m in re.findall(
+        r"<code>([^<]*)</code></a> and <a [^>]*><code>([^<]*)</code>", part)}
+    derived = frozenset({"einsum.py", "half_output__einsum.py"})
+    assert derived in pairs(before) and derived not in pairs(after)
+    assert frozenset({"einsum.py", "zoe.py"}) in pairs(after) and "identical files" in after
