@@ -8,8 +8,6 @@ spreadsheet formula injection, the HTML escapes them, the terminal prints them a
 from __future__ import annotations
 
 import csv
-import hashlib
-import html
 import io
 import math
 import os
@@ -23,6 +21,8 @@ from urllib.parse import quote
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from grader.reportparts import _anchor, _e, clusters_section, similar_section
 
 GRADEBOOK_HEADER = ("submission", "status", "score", "max_score", "bugs", "duration_s")
 SCORED = ("graded", "rejected")     # statuses that carry a score (a rejection scores 0)
@@ -256,15 +256,14 @@ def write_html(summary: ClassSummary, rows: list[Row], path: str | os.PathLike, 
 def render_html(summary: ClassSummary, rows: list[Row], *, title: str, similar=(), clusters=()) -> str:
     """The HTML class report as text: inline CSS and SVG, no script, no external resource.
     `similar`: grader.similarity.Pair of submissions much alike; `clusters`: grader.clusters.Cluster."""
-    from grader import reportparts
     body = [f"<h1>{_e(title)}</h1>"]
     if not rows:
         body.append('<p class="muted">No submissions.</p>')
     else:
         body += [_cards(summary), _errors_alert(summary, rows),
                  "<h2>Score distribution</h2>", _histogram_svg(summary),
-                 _bugs_section(summary), reportparts.clusters_section(clusters), _groups_section(summary),
-                 reportparts.similar_section(similar), _submissions_section(summary, rows)]
+                 _bugs_section(summary), clusters_section(clusters), _groups_section(summary),
+                 similar_section(similar), _submissions_section(summary, rows)]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
@@ -384,18 +383,9 @@ def _message(row: Row) -> str:
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "…"
 
 
-def _anchor(name: str) -> str:
-    """An id for a submission's row, from any name: what the other sections link to."""
-    return hashlib.sha256(name.encode(errors="surrogatepass")).hexdigest()[:12]
-
-
 def _bar(fraction: float, *, low: bool = False) -> str:
     width = min(max(fraction, 0.0), 1.0) * 100
     return f'<span class="bar{" low" if low else ""}"><span style="width:{width:.1f}%"></span></span>'
-
-
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
 
 
 # ------------------------------------------------------------------------------------------- terminal

@@ -2,12 +2,12 @@
 and names for clusters of mistakes outside the catalog, without touching the exercise's code.
 
     time_limit_s = 120
-    [groups.test_matches_multihead_attention]
+    [groups.test_values]                # a test function's name: grade exercises --groups NAME
     points = 40
-    [groups.test_parameter_count]
+    [groups.test_shape]
     points = 0
     visibility = "hidden"
-    [advice.mask_device_mismatch]
+    [advice.some_advice_id]             # a finding that is advice by default
     points = 2
     [clusters.c1a2b3c4d5]              # an id from the class report's clusters
     title = "The output is halved"

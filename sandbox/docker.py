@@ -68,11 +68,11 @@ class DockerSandbox:
         started = time.monotonic()
         client = self.client()
         tag = uuid.uuid4().hex[:12]
-        volume = client.volumes.create(name=f"grade-{tag}", labels={"attention-grader": "work"})
+        volume = client.volumes.create(name=f"grade-{tag}", labels=labels("work"))
         container = None
         try:
             container = client.containers.create(
-                self.image, name=f"grade-{tag}", labels={"attention-grader": "grade"},
+                self.image, name=f"grade-{tag}", labels=labels("grade"),
                 volumes={volume.name: {"bind": "/work", "mode": "rw"}}, **container_options())
             container.put_archive("/work", _archive(job))
             container.start()
@@ -91,6 +91,15 @@ class DockerSandbox:
                 container.remove(force=True)
             volume.remove(force=True)
         return outcome(report_bytes, timed_out, job.limits.wall_s, None, time.monotonic() - started, log)
+
+
+OWNER_LABEL = "attention-grader.owner"
+
+
+def labels(kind: str) -> dict:
+    """The labels of a grading container or volume: what it is, and who asked for it (GRADER_OWNER,
+    e.g. one test session), so that whoever looks for leftovers sees only their own."""
+    return {"attention-grader": kind, OWNER_LABEL: os.environ.get("GRADER_OWNER", "")}
 
 
 def container_options() -> dict:
@@ -128,7 +137,7 @@ class WarmDocker(WarmSandbox):
         client = self.cold.client()
         # auto_remove: should this process die, the server sees its stdin close, exits, and goes.
         self.container = client.containers.create(
-            self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels={"attention-grader": "warm"},
+            self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels=labels("warm"),
             entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image", *self._prepare_args()], stdin_open=True, init=True,
             auto_remove=True, **container_options())
         try:

@@ -14,6 +14,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
 EXAMPLES = ROOT / "examples"
+# Every grading container and volume these tests make, through any `grade` they run, carries this
+# owner label (sandbox.docker.labels): a test that looks for leftovers sees only this session's,
+# never those of other grades on the machine.
+OWNER = os.environ.setdefault("GRADER_OWNER", f"tests-{os.getpid()}-{os.urandom(4).hex()}")
+
+
+def own_label() -> dict:
+    """The Docker filter for this session's containers and volumes."""
+    return {"label": f"attention-grader.owner={OWNER}"}
 
 
 @dataclass

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SUBMISSIONS, grade
+from tests.conftest import ROOT, SUBMISSIONS, grade, own_label
 
 ATTACKS = SUBMISSIONS / "attacks"
 HEAD_ATTACKS = SUBMISSIONS / "head" / "attacks"
@@ -132,16 +132,17 @@ def snapshot(*also: Path) -> dict[str, tuple]:
     return seen
 
 
-def running(own: Path) -> set[str]:
+def running(own: Path, mark: str = ATTACK_MARK) -> set[str]:
     """Command lines of processes that belong to this grade or to its attack: a process the attack
-    marked, or a grader process whose environment names the grade's own folders (every process of
-    a local grade inherits them), not those of other grades running on the machine meanwhile."""
+    marked (with this grade's own `mark`), or a grader process whose environment names the grade's
+    own folders (every process of a local grade inherits them), not those of other grades running on
+    the machine meanwhile."""
     found = set()
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                if ATTACK_MARK in cmd or any(mark in cmd for mark in OUR_PROCESSES) \
+                if mark in cmd or any(ours in cmd for ours in OUR_PROCESSES) \
                         and str(own).encode() in Path(f"/proc/{pid}/environ").read_bytes():
                     found.add(f"{pid}: {cmd[:200]}")
             except OSError:
@@ -150,14 +151,14 @@ def running(own: Path) -> set[str]:
 
 
 def docker_leftovers() -> list[str]:
-    """Grading containers of the image these tests grade with: other grades on the machine use
-    their own image tags (GRADER_IMAGE), and their containers come and go meanwhile."""
+    """Grading containers this test session made (its owner label) that are still there: other
+    grades on the machine make their own, which come and go meanwhile."""
     import docker
 
     from sandbox.docker import DockerSandbox
     client = docker.from_env()
     image = DockerSandbox().image
-    return [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})
+    return [c.name for c in client.containers.list(all=True, filters=own_label())
             if c.attrs.get("Config", {}).get("Image") == image]
 
 
@@ -194,14 +195,19 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
         place.mkdir()
     before_files = snapshot(*places.values())
     before_containers = set(docker_leftovers()) if sandbox == "docker" else set()
-    graded = grade(path, "--sandbox", sandbox, *exercise_args(path), timeout=TIME_LIMIT_S + 60,
+    # The attack's processes carry a mark of this grade's own: another run's daemons are not ours.
+    mark = f"{ATTACK_MARK}-{os.urandom(4).hex()}"
+    (own / "upload").mkdir()
+    marked = own / "upload" / path.name
+    marked.write_text(path.read_text().replace(ATTACK_MARK, mark))
+    graded = grade(marked, "--sandbox", sandbox, *exercise_args(path), timeout=TIME_LIMIT_S + 60,
                    env={k: str(v) for k, v in places.items()})
-    after_procs = running(own)
+    after_procs = running(own, mark)
     for _ in range(20):  # a PID namespace's processes die with it, a moment after the grade ends
         if not after_procs:
             break
         time.sleep(0.1)
-        after_procs = running(own)
+        after_procs = running(own, mark)
     after_files = snapshot(*places.values())
     shutil.rmtree(own, ignore_errors=True)
     changed = sorted(k for k in {*before_files, *after_files} if before_files.get(k) != after_files.get(k))

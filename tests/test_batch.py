@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import exercise as exercises
-from tests.conftest import EXAMPLES, SUBMISSIONS
+from tests.conftest import EXAMPLES, SUBMISSIONS, own_label
 
 SANDBOXES = [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
 ISOLATION = SUBMISSIONS / "isolation"
@@ -92,7 +92,7 @@ def leftovers() -> list[str]:
         from sandbox.docker import DockerSandbox
         client = docker.from_env()
         client.ping()
-        found += [c.name for c in client.containers.list(all=True, filters={"label": "attention-grader"})
+        found += [c.name for c in client.containers.list(all=True, filters=own_label())
                   if c.attrs.get("Config", {}).get("Image") == DockerSandbox().image]
     except Exception:  # noqa: BLE001  (no engine here: only the local processes count)
         pass

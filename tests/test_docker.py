@@ -14,7 +14,7 @@ import time
 import docker
 import pytest
 
-from tests.conftest import EXAMPLES, SUBMISSIONS, grade
+from tests.conftest import EXAMPLES, SUBMISSIONS, grade, own_label
 
 pytestmark = pytest.mark.docker
 CORRECT = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
@@ -27,8 +27,7 @@ SAME = [EXAMPLES / "correct.py", EXAMPLES / "padding_ignored.py", SUBMISSIONS / 
 
 def leftovers() -> list:
     client = docker.from_env()
-    return (client.containers.list(all=True, filters={"label": "attention-grader"})
-            + client.volumes.list(filters={"label": "attention-grader"}))
+    return client.containers.list(all=True, filters=own_label()) + client.volumes.list(filters=own_label())
 
 
 def in_forward(code: str) -> str:
