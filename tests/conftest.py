@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# tests/plugins holds an exercise package that test_plugins.py installs; its own tests are the
+# exercise's suite (run by the harness against a submission), not the project's.
+collect_ignore = ["plugins"]
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
 EXAMPLES = ROOT / "examples"
 # Every grading container and volume these tests make, through any `grade` they run, carries this

@@ -7,6 +7,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +22,10 @@ PLUGIN = ROOT / "tests" / "plugins" / "tiny_exercise"
 def installed(tmp_path_factory) -> dict:
     """The tiny exercise package installed with pip into a folder of its own, and the environment
     that puts that folder on the path (a temporary environment: nothing else is installed)."""
-    target = tmp_path_factory.mktemp("site")
+    target, source = tmp_path_factory.mktemp("site"), tmp_path_factory.mktemp("source") / "tiny_exercise"
+    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                    "--no-build-isolation", "--no-index", "--target", str(target), str(PLUGIN)],
+                    "--no-build-isolation", "--no-index", "--target", str(target), str(source)],
                    check=True, capture_output=True, timeout=300)
     return {**os.environ, "PYTHONPATH": str(target)}
 
