@@ -268,7 +268,13 @@ class Batch:
         if unit.path is None:
             return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
                                            sandbox=self.sandbox, course=self.course)
-        return self._pool.grade(unit.path, exercise=self.exercise, wall_s=self.wall_s, course=self.course)
+        try:
+            return self._pool.grade(unit.path, exercise=self.exercise, wall_s=self.wall_s, course=self.course)
+        except PoolClosed:
+            raise
+        except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, not the batch)
+            return grading.error_result(unit.path, f"internal error: {type(err).__name__}: {err}",
+                                        exercise=self.exercise, sandbox=self.sandbox, course=self.course)
 
     def _rescore(self, unit: Unit, entry: dict) -> GradeResult | None:
         """The unit's result scored again from its stored run, under this batch's course; None

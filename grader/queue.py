@@ -311,7 +311,11 @@ class QueuePool:
                 self._ids[unit.path] = gid
                 self._sent.notify_all()
 
-    def grade(self, path: Path, *, exercise: str, wall_s: float | None = None, hidden=()) -> GradeResult:
+    def grade(self, path: Path, *, exercise: str, wall_s: float | None = None, hidden=(), course=None) -> GradeResult:
+        """The result of `path` from the queue (`course`: must be None: the workers score with the
+        exercise's own points; the CLI refuses --queue with --course)."""
+        if course is not None:
+            raise ValueError("a queued batch is scored with the exercise's own points: no course file")
         with self._sent:
             while path not in self._ids:
                 if self._shut.is_set():

@@ -200,7 +200,7 @@ class GradeResult:
                    bugs=tuple(Bug.from_dict(b) for b in d.get("bugs") or ()), message=str(d.get("message", "")),
                    diagnosis=str(d.get("diagnosis", "")), notes=tuple(str(n) for n in d.get("notes") or ()),
                    duration_s=float(d.get("duration_s") or 0.0), environment=dict(d.get("environment") or {}),
-                   feedback=str(d.get("feedback", "")))
+                   feedback=str(d.get("feedback", "")), cluster=str(d.get("cluster") or ""))
 
     def to_dict(self) -> dict:
         return {
