@@ -33,9 +33,9 @@ def clusters_section(clusters) -> str:
         named = (f"<b>{_e(c.name)}</b><br><span class=\"fix\">{_e(c.fix)}</span>" if c.name else
                  f'<span class="muted">not named yet; in the course file:</span><br>'
                  f'<code>[clusters.{_e(c.id)}]<br>title = "..."<br>fix = "..."</code>')
-        members = ", ".join(f'<a href="#s-{_e(_anchor(m))}"><code>{_e(m)}</code></a>' for m in c.members)
+        members = ", ".join(_link(m) for m in c.members)
         out.append(f'<tr><td class="num">{c.size}</td><td><code>{_e(c.id)}</code><br>{named}</td>'
-                   f'<td><a href="#s-{_e(_anchor(c.members[0]))}"><code>{_e(c.members[0])}</code></a>'
+                   f'<td>{_link(c.members[0])}'
                    f'<span class="muted"> loses points in: {_e("; ".join(c.failing))}</span>'
                    f'<div class="evidence">{_e(evidence)}</div>'
                    f'<details><summary>all {c.size}</summary>{members}</details></td></tr>')
@@ -53,12 +53,16 @@ def similar_section(pairs) -> str:
     for i, p in enumerate(pairs):
         flag = '<span class="badge flag">identical files</span> ' if p.identical else ""
         out.append(f'<tr><td class="num">{p.similarity:.0%}</td><td>{flag}'
-                   f'<a href="#s-{_e(_anchor(p.a))}"><code>{_e(p.a)}</code></a> and '
-                   f'<a href="#s-{_e(_anchor(p.b))}"><code>{_e(p.b)}</code></a>'
+                   f'{_link(p.a)} and {_link(p.b)}'
                    f'<details{" open" if i == 0 else ""}><summary>shared lines, side by side</summary>'
                    f'<div class="sbs">'
                    f"{_code(p.lines_a)}{_code(p.lines_b)}</div></details></td></tr>")
     return "".join(out) + "</table>"
+
+
+def _link(name: str) -> str:
+    """A submission's name, linking to its row in the report's list of submissions."""
+    return f'<a href="#s-{_e(_anchor(name))}"><code>{_e(name)}</code></a>'
 
 
 def _code(lines) -> str:
