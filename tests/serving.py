@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +13,10 @@ from pathlib import Path
 
 import httpx
 
+from tests.queueing import RedisServer, Workers, free_port
+
 START_TIMEOUT_S = 60
 GRADE_TIMEOUT_S = 240
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -125,53 +119,19 @@ def dumps(document) -> str:
 
 class QueueStack:
     """A redis-server on a free port and `workers` `grade worker` processes of `slots` each, all of
-    the caller's own (each in its own session, killed as a group by stop())."""
+    the caller's own (tests.queueing); stop() kills them and all they started."""
 
     def __init__(self, folder: Path, *, workers: int = 2, slots: int = 1):
-        import redis
-        root = Path(__file__).resolve().parent.parent
-        port = free_port()
-        self.broker = f"redis://127.0.0.1:{port}/0"
-        self.procs: list[subprocess.Popen] = []
-        config = [str(root / "deploy" / "redis.conf")] if (root / "deploy" / "redis.conf").exists() else []
+        self.redis = RedisServer(folder / "redis")
+        self.broker = self.redis.url
+        self.workers = Workers(self.broker, folder, slots=slots)
         try:
-            self._start([shutil.which("redis-server") or "redis-server", *config, "--port", str(port),
-                         "--bind", "127.0.0.1", "--dir", str(folder), "--daemonize", "no"], folder / "redis.log")
-            client = redis.Redis(port=port, socket_timeout=5)
-
-            def answers() -> bool:
-                try:
-                    return bool(client.ping())
-                except redis.ConnectionError:
-                    return False
-            _until(answers, 30, "redis-server")
             for n in range(1, workers + 1):
-                log = folder / f"worker{n}.log"
-                proc = self._start([sys.executable, "-m", "grader", "worker", "--broker", self.broker,
-                                    "--slots", str(slots), "--name", f"serve{n}@test"], log)
-                _until(lambda: "ready." in log.read_text() or proc.poll() is not None, 120, f"worker {n}")
-                assert proc.poll() is None, f"worker {n} exited:\n{log.read_text()[-2000:]}"
+                self.workers.start(f"serve{n}")
         except BaseException:
             self.stop()
             raise
 
-    def _start(self, command: list[str], log: Path) -> subprocess.Popen:
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        self.procs.append(proc)
-        return proc
-
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=30)
-
-
-def _until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.2)
+        self.workers.kill_all()
+        self.redis.kill()

@@ -9,141 +9,25 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, SUBMISSIONS, grade
-
-REDIS_SERVER = shutil.which("redis-server")
+from tests.conftest import EXAMPLES, SUBMISSIONS, grade
+from tests.queueing import OWN_TMP, RedisServer, Workers, until
 
 CORRECT = sorted((SUBMISSIONS / "correct").glob("*.py"))
 BUGGY = sorted((SUBMISSIONS / "buggy").glob("*.py"))
-# The processes these tests start keep their temporary files here, apart from everything else on the machine.
-OWN_TMP = Path(tempfile.mkdtemp(prefix="queue-tests-"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _until(condition, timeout: float, what: str, every: float = 0.1):
-    """condition()'s first true value, polled until `timeout` seconds passed (then the test fails)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-
-
-class RedisServer:
-    """A redis-server of this test's own, with the shipped configuration (an fsynced AOF)."""
-
-    def __init__(self, folder: Path):
-        import redis
-        self.folder, self.port, self.proc = folder, _free_port(), None
-        folder.mkdir()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.client = redis.Redis(port=self.port, socket_timeout=10)
-        self.start()
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([REDIS_SERVER, str(ROOT / "deploy" / "redis.conf"), "--port", str(self.port),
-                                      "--bind", "127.0.0.1", "--dir", str(self.folder), "--daemonize", "no"],
-                                     stdout=open(self.folder / "redis.log", "a"), stderr=subprocess.STDOUT)
-        _until(self._answers, 30, "redis-server to answer")
-
-    def _answers(self) -> bool:
-        import redis
-        try:
-            return bool(self.client.ping())
-        except redis.ConnectionError:
-            return False
-
-    def stop(self) -> None:
-        """A clean shutdown (SIGTERM): what a restart of the service does."""
-        self.proc.terminate()
-        self.proc.wait(30)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
 
 
 @pytest.fixture
 def redis_server(tmp_path):
-    if REDIS_SERVER is None:
-        pytest.skip("no redis-server: scripts/services installs it")
     server = RedisServer(tmp_path / "redis")
     yield server
     server.kill()
-
-
-class Workers:
-    """`grade worker` processes, each in its own process group (killed with all it started)."""
-
-    def __init__(self, url: str, folder: Path):
-        self.url, self.folder, self.procs = url, folder, {}
-
-    def start(self, name: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
-        log = self.folder / f"{name}.log"
-        proc = subprocess.Popen([sys.executable, "-m", "grader", "worker", "--broker", self.url, "--slots", "1",
-                                 "--sandbox", "local", "--name", f"{name}@test", *extra],
-                                stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "TMPDIR": str(OWN_TMP), **(env or {})})
-        self.procs[name] = proc
-        _until(lambda: f"{name}@test ready." in log.read_text(), 120, f"worker {name} to be ready")
-        return proc
-
-    def log(self, name: str) -> str:
-        return (self.folder / f"{name}.log").read_text()
-
-    def grade_lines(self, name: str) -> list[str]:
-        return [line for line in self.log(name).splitlines() if "grade: " in line]
-
-    def kill(self, name: str) -> None:
-        try:
-            os.killpg(self.procs[name].pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.procs[name].wait(30)
-
-    def kill_all(self) -> None:
-        """Every worker, and then what they started in sessions of its own (warm sandboxes, which
-        end on their own once their worker is gone): none of this test's processes is left."""
-        for name in self.procs:
-            self.kill(name)
-        deadline = time.monotonic() + 30
-        while _own_processes() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        for pid in _own_processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-def _own_processes() -> list[int]:
-    """The processes these tests started, known by OWN_TMP in their environment."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                if str(OWN_TMP).encode() in Path(f"/proc/{entry}/environ").read_bytes():
-                    found.append(int(entry))
-            except OSError:
-                continue
-    return found
 
 
 @pytest.fixture
@@ -276,7 +160,7 @@ def test_a_worker_killed_mid_grade_loses_nothing(tmp_path, workers, redis_server
                 if redis_server.client.get(key) == b"a@test":
                     return key.decode().rsplit(":", 1)[1]
             return None
-        gid = _until(running_on_a, 240, "worker a to be in a grade", every=0.02)
+        gid = until(running_on_a, 240, "worker a to be in a grade", every=0.02)
         workers.kill("a")
         output, _ = proc.communicate(timeout=300)
     finally:
@@ -303,7 +187,7 @@ def test_a_redis_restart_mid_batch_loses_nothing(tmp_path, workers, redis_server
                 return len(json.loads((tmp_path / "out" / "index.json").read_text())["submissions"])
             except (OSError, ValueError):
                 return 0
-        _until(lambda: recorded() >= 3, 240, "three results")
+        until(lambda: recorded() >= 3, 240, "three results")
         assert recorded() < len(files)  # what is left is in Redis only, queued or in flight
         redis_server.stop()
         time.sleep(2)
@@ -322,7 +206,7 @@ def test_ctrl_c_keeps_what_was_recorded_and_a_rerun_collects_the_rest(tmp_path, 
     workers.start("a")
     proc = start_batch(folder, tmp_path / "out", "--queue", redis_server.url)
     try:
-        _until(lambda: (tmp_path / "out" / "index.json").is_file(), 240, "a first result")
+        until(lambda: (tmp_path / "out" / "index.json").is_file(), 240, "a first result")
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
     finally:
@@ -366,14 +250,14 @@ def test_an_interactive_upload_goes_before_200_regrades(tmp_path, workers, redis
 
     def done(ids) -> int:
         return sum(queue.state(url, i) in ("done", "failed") for i in ids)
-    _until(lambda: done(regrades[:5]) > 0, 120, "the regrade to start")
+    until(lambda: done(regrades[:5]) > 0, 120, "the regrade to start")
     correct = EXAMPLES / "correct.py"
     upload = queue.submit(url, correct.read_bytes(), correct.name)
     # More uploads behind it: a worker takes every interactive task before the next regrade one.
     uploads = [queue.submit(url, b"\xfe # upload %d" % i, f"u{i}.py") for i in range(20)]
     before = done(regrades)
     assert queue.result(url, upload, timeout=300)["score"] == 100
-    _until(lambda: done(uploads) == len(uploads), 300, "the uploads", every=0.02)
+    until(lambda: done(uploads) == len(uploads), 300, "the uploads", every=0.02)
     during = done(regrades) - before
     # At most the regrade task in flight and the one prefetched when the uploads came, and a
     # few that ended while this test looked; taking the lanes in turn would give 20 or more.

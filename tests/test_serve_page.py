@@ -22,7 +22,13 @@ from tests.conftest import SUBMISSIONS, grade
 from tests.serving import Server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/services)")
+
+
+@pytest.fixture(autouse=True)
+def _chromium_installed():
+    """A missing browser fails these tests, never skips them: scripts/services installs it."""
+    if CHROMIUM is None:
+        pytest.fail("chromium is not installed: scripts/services installs it (scripts/test runs it)")
 
 PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True}
 

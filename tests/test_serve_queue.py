@@ -1,20 +1,13 @@
 """`grade serve --queue`: the service hands uploads to `grade worker` processes through Redis
 (grader.queue). Each test module run starts its own redis-server on a free port, two workers and
 the server; the results must be those of `grade FILE --json`, and a re-upload is answered from the
-stored result. Skipped where grader.queue or redis-server is missing."""
+stored result. A missing redis-server fails them (scripts/services installs it)."""
 from __future__ import annotations
-
-import shutil
 
 import pytest
 
-pytest.importorskip("grader.queue")
-
-from tests.conftest import SUBMISSIONS, grade  # noqa: E402
-from tests.serving import QueueStack, Server, new_token, summary  # noqa: E402
-
-REDIS_SERVER = shutil.which("redis-server")
-pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="no redis-server: scripts/services installs it")
+from tests.conftest import SUBMISSIONS, grade
+from tests.serving import QueueStack, Server, new_token, summary
 
 FILES = [SUBMISSIONS / "correct" / "einsum.py", SUBMISSIONS / "buggy" / "padding_inverted__manual.py"]
 

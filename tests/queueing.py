@@ -1,0 +1,139 @@
+"""Helpers for the tests (and benches) that run the queue: a redis-server and `grade worker`
+processes of the caller's own, started on a free port of 127.0.0.1 with the project's
+deploy/redis.conf. Every wait is bounded; every process is killed, with all it started."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# The processes started here keep their temporary files in this folder, apart from everything else on
+# the machine: it is how they are found again (own_processes).
+OWN_TMP = Path(tempfile.mkdtemp(prefix="queue-tests-"))
+
+
+def program(name: str) -> str:
+    """The path of a program the project's scripts install (scripts/services); a test that needs a
+    missing one fails, never skips: CI must run it."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: scripts/services installs it (scripts/test runs it)")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def until(condition, timeout: float, what: str, every: float = 0.1):
+    """condition()'s first true value, polled until `timeout` seconds passed (then the test fails)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+
+
+class RedisServer:
+    """A redis-server of this test's own, with the shipped configuration (an fsynced AOF)."""
+
+    def __init__(self, folder: Path):
+        import redis
+        self.folder, self.port, self.proc = folder, free_port(), None
+        folder.mkdir()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.client = redis.Redis(port=self.port, socket_timeout=10)
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([program("redis-server"), str(ROOT / "deploy" / "redis.conf"), "--port", str(self.port),
+                                      "--bind", "127.0.0.1", "--dir", str(self.folder), "--daemonize", "no"],
+                                     stdout=open(self.folder / "redis.log", "a"), stderr=subprocess.STDOUT)
+        until(self._answers, 30, "redis-server to answer")
+
+    def _answers(self) -> bool:
+        import redis
+        try:
+            return bool(self.client.ping())
+        except redis.ConnectionError:
+            return False
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM): what a restart of the service does."""
+        self.proc.terminate()
+        self.proc.wait(30)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+class Workers:
+    """`grade worker` processes, each in its own process group (killed with all it started)."""
+
+    def __init__(self, url: str, folder: Path, *, slots: int = 1):
+        self.url, self.folder, self.slots, self.procs = url, folder, slots, {}
+
+    def start(self, name: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
+        log = self.folder / f"{name}.log"
+        proc = subprocess.Popen([sys.executable, "-m", "grader", "worker", "--broker", self.url,
+                                 "--slots", str(self.slots), "--sandbox", "local", "--name", f"{name}@test", *extra],
+                                stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "TMPDIR": str(OWN_TMP), **(env or {})})
+        self.procs[name] = proc
+        until(lambda: f"{name}@test ready." in log.read_text(), 120, f"worker {name} to be ready")
+        return proc
+
+    def log(self, name: str) -> str:
+        return (self.folder / f"{name}.log").read_text()
+
+    def grade_lines(self, name: str) -> list[str]:
+        return [line for line in self.log(name).splitlines() if "grade: " in line]
+
+    def kill(self, name: str) -> None:
+        try:
+            os.killpg(self.procs[name].pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.procs[name].wait(30)
+
+    def kill_all(self) -> None:
+        """Every worker, and then what they started in sessions of its own (warm sandboxes, which
+        end on their own once their worker is gone): none of this test's processes is left."""
+        for name in self.procs:
+            self.kill(name)
+        deadline = time.monotonic() + 30
+        while own_processes() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in own_processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def own_processes() -> list[int]:
+    """The processes started here, known by OWN_TMP in their environment."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if str(OWN_TMP).encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
