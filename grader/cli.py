@@ -13,7 +13,7 @@ import exercise as exercises
 import sandbox.registry as registry
 from sandbox.backend import SandboxUnavailable
 from grader import __version__, formats, grading, platforms, render, text
-from grader.errors import SandboxFailure, SubmissionRejected
+from grader.errors import SubmissionRejected
 from grader.result import GradeResult, Status
 
 EXIT_RESULT, EXIT_GRADER_FAILED = 0, 1  # 2 (bad command line) is Click's own
@@ -112,9 +112,10 @@ def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, ex
     # With JSON on stdout, the readable feedback moves to stderr so the JSON stays parseable.
     console = Console(stderr=json_out == "-", highlight=False)
     try:
-        result = _grade(submission, exercise_name, sandbox, time_limit, console if not quiet else None, course)
+        registry.get(sandbox).check()  # a sandbox that cannot run here is one message, not a result
     except SandboxUnavailable as err:
         raise click.ClickException(str(err)) from err
+    result = _grade(submission, exercise_name, sandbox, time_limit, console if not quiet else None, course)
     if not quiet:
         console.print(render.build(result))
     if json_out:
@@ -124,13 +125,12 @@ def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, ex
 
 def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | None,
            console: Console | None, course=None) -> GradeResult:
-    """Grade one file; a grader fault becomes an error result (its log shown on `console`)."""
-    try:
-        return grading.grade_file(path, exercise=exercise_name, sandbox=sandbox, wall_s=time_limit, course=course)
-    except SandboxFailure as failure:
-        if failure.log and console is not None:
-            console.print(Text(text.safe(failure.log[-2000:]), style="dim"))
-        return grading.error_result(path, failure.message, exercise=exercise_name, sandbox=sandbox, course=course)
+    """Grade one file; a grader fault becomes an error result (grading.grade), its log shown on `console`."""
+    def show(log: str) -> None:
+        if console is not None:
+            console.print(Text(text.safe(log[-2000:]), style="dim"))
+    return grading.grade(path, exercise=exercise_name, sandbox=sandbox, wall_s=time_limit, on_log=show,
+                         course=course)
 
 
 @main.command("batch")
@@ -295,10 +295,7 @@ def _platform_run(platform: platforms.Platform, root: Path, sandbox: str, exerci
         result = grading.rejected_result(folder, rejected.message, exercise=exercise_name, sandbox=sandbox,
                                          course=course)
     else:
-        try:
-            result = _grade(path, exercise_name, sandbox, None, console, course)
-        except SandboxUnavailable as err:
-            result = grading.error_result(path, str(err), exercise=exercise_name, sandbox=sandbox, course=course)
+        result = _grade(path, exercise_name, sandbox, None, console, course)  # an unusable sandbox: an error result
     console.print(render.build(result))
     target = root / platform.results_file
     try:
