@@ -28,6 +28,13 @@ def score_setting(run: str, course=None) -> str:
     return json.dumps([run, course.score_key() if course else None])
 
 
+def upload_key(data: bytes, name: str, *, exercise: str, sandbox: str, time_limit: float | None) -> str:
+    """An upload's key (the queue's grade id, the service's stored grade): the run key of its bytes,
+    with its file name (the result names it, and its suffix says .py or .ipynb)."""
+    key = grading_key(data, run_setting(exercise, sandbox, time_limit))
+    return hashlib.sha256(f"{key}\0{name}".encode(errors="surrogatepass")).hexdigest()
+
+
 def grading_key(content: bytes, setting: str, rejection: str = "") -> str:
     """The hash of what is graded (`content`, and why it was rejected before any sandbox ran) and of
     `setting` (run_setting or score_setting)."""

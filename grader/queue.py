@@ -191,8 +191,7 @@ def grade_id(data: bytes, name: str, *, exercise: str = exercises.DEFAULT, sandb
              time_limit: float | None = None) -> str:
     """The id of a grade: the batch's grading key of the bytes, with the upload's name (it is in the
     result, and its suffix says .py or .ipynb)."""
-    key = keys.grading_key(data, keys.run_setting(exercise, sandbox, time_limit))
-    return hashlib.sha256(f"{key}\0{upload_name(name)}".encode(errors="surrogatepass")).hexdigest()
+    return keys.upload_key(data, upload_name(name), exercise=exercise, sandbox=sandbox, time_limit=time_limit)
 
 
 def submit(broker: str, data: bytes, name: str, *, exercise: str = exercises.DEFAULT, sandbox: str = "local",
