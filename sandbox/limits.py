@@ -32,11 +32,13 @@ class Limits:
 
 
 def apply_to_current_process(limits: Limits, *, processes_capped: bool = False,
-                             really_root: bool = True) -> list[str]:
+                             really_root: bool = True, new_uid: bool = False) -> list[str]:
     """Set the rlimits in a freshly forked worker; return notes on limits the OS did not take.
     `processes_capped`: a pids cgroup around the zygote already limits the process count.
     `really_root`: False when uid 0 is only a user namespace's mapping of an ordinary user, for
-    whom the kernel does enforce RLIMIT_NPROC."""
+    whom the kernel does enforce RLIMIT_NPROC. `new_uid`: this root process is about to become a
+    uid of its own that runs nothing yet (sandbox.confine.become_student), whose count the kernel
+    enforces."""
     _prefer_as_oom_victim()
     notes: list[str] = []
     try:
@@ -49,7 +51,9 @@ def apply_to_current_process(limits: Limits, *, processes_capped: bool = False,
         "RLIMIT_FSIZE": limits.file_bytes,
         "RLIMIT_CORE": 0,
     }
-    if os.geteuid() != 0 or not really_root:
+    if new_uid:
+        wanted["RLIMIT_NPROC"] = 1 + limits.processes
+    elif os.geteuid() != 0 or not really_root:
         # RLIMIT_NPROC counts every process of the user, so leave room for the ones already running.
         wanted["RLIMIT_NPROC"] = _threads_of_current_user() + limits.processes
     elif not processes_capped:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from sandbox import protocol
 from sandbox.protocol import bounded
+from sandbox.confine import student_id
 from sandbox.limits import Limits, PidsCgroup
 from sandbox.contract import CLASS, Entry
 from sandbox.errors import GraderError
@@ -140,14 +141,14 @@ class Zygote:
             self._ready = self._recv(timeout_s)
 
     def spawn(self, *, path: str, cwd: str, entry: Entry, limits: Limits,
-              hidden: tuple[str, ...] = ()) -> _WorkerProcess:
+              hidden: tuple[str, ...] = (), uid: int | None = None) -> _WorkerProcess:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         out_r, out_w = os.pipe()
         tally_r, tally_w = os.pipe()
         command = {"op": "spawn", "path": path, "cwd": cwd, "limits": limits.to_dict(),
                    "processes_capped": self.processes_capped, "entry": entry.to_dict(),
-                   "really_root": os.geteuid() == 0, "hidden": list(hidden)}
+                   "really_root": os.geteuid() == 0, "hidden": list(hidden), "uid": uid}
         try:
             with self.lock:
                 socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w, tally_w])
@@ -306,6 +307,8 @@ class Student:
                  source_lines: list[str] | None = None, hidden: tuple[str, ...] = ()):
         self.zygote, self.path, self.entry, self.limits = zygote, path, entry, limits
         self.hidden = hidden  # paths the worker may not read (the tests, other grades' files)
+        # As root, this grade's workers run under a uid and gid of their own (sandbox.confine)
+        self.uid = student_id() if os.geteuid() == 0 else None
         self.scratch = scratch or os.path.dirname(path)  # the worker's working folder
         self.locate = locate or (lambda line: f"line {line}")
         self.source = source  # the submission's bytes, read before its code ran: what Python compiles
@@ -336,7 +339,7 @@ class Student:
     def _start(self, timeout_s: float) -> dict:
         self._keep_source()
         worker = self.zygote.spawn(path=self.path, cwd=self.scratch, entry=self.entry,
-                                   limits=self.limits, hidden=self.hidden)
+                                   limits=self.limits, hidden=self.hidden, uid=self.uid)
         worker.output.on_flood = lambda: self.zygote.kill(worker.pid)
         self.worker = worker
         deadline = min(time.monotonic() + timeout_s, self.deadline)

@@ -8,6 +8,7 @@ for in the submission comes from the exercise's Entry (sandbox.contract).
 """
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -59,7 +60,12 @@ class Worker:
         from sandbox import measure
         self.ops = {name[3:]: getattr(self, name) for name in dir(type(self)) if name.startswith("op_")}
         self.parameters = measure.walker()
-        spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.path)
+        # By its name in the working folder where it lies there: the folders above it may be closed
+        # to the student's uid (sandbox.confine.become_student).
+        here = os.path.basename(self.path) if os.path.dirname(self.path) == os.getcwd() else self.path
+        loader = importlib.machinery.SourceFileLoader(SUBMISSION_MODULE, here)
+        spec = importlib.util.spec_from_loader(SUBMISSION_MODULE, loader, origin=here)
+        spec.has_location = True  # __file__ is set, as for any file imported
         module = importlib.util.module_from_spec(spec)
         sys.modules[SUBMISSION_MODULE] = module
         try:

@@ -20,13 +20,23 @@ import sys
 import time
 
 from sandbox import limits as limits_mod
-from sandbox import reset
-from sandbox.confine import confine
+from sandbox import protocol, reset, worker  # imported here: a worker reads none of the grader's files
+from sandbox.confine import confine, give_workdir, initial_user_namespace, open_to_others, worker_reads
 from sandbox.contract import Entry
+
+
+# Set at start: why the student's code cannot run under a uid of its own here (None: it can).
+_NO_STUDENT_UID: str | None = None
 
 
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
+    if os.geteuid() == 0 and initial_user_namespace():  # before torch: open_to_others needs one thread
+        global _NO_STUDENT_UID
+        out_of_reach = open_to_others(worker_reads())
+        if out_of_reach:
+            _NO_STUDENT_UID = (f"the student's code ran as root: {', '.join(out_of_reach)} cannot be made "
+                               "readable to another user here (no mount namespace)")
     import numpy  # noqa: F401  (torch warns when numpy is missing; import it once here)
     import torch  # noqa: F401  (imported; ops only on one thread: see the module docstring)
     preload_lazy_torch_modules()
@@ -127,21 +137,33 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         close_fds_except({0, 1, 2, req_fd, resp_fd, tally_fd})
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
-        os.chdir(command["cwd"])
-        notes = limits_mod.apply_to_current_process(limits_mod.Limits.from_dict(command["limits"]),
-                                                    processes_capped=bool(command.get("processes_capped")),
-                                                    really_root=bool(command.get("really_root", True)))
-        os.environ.update(TMPDIR=command["cwd"], HOME=command["cwd"])
+        cwd, path, entry = command["cwd"], command["path"], Entry.from_dict(command["entry"])
+        hidden = list(command.pop("hidden", None) or ())  # named to Landlock below, then dropped
+        os.chdir(cwd)
+        notes, uid = [], command.get("uid")
+        if not isinstance(uid, int) or os.geteuid() != 0:
+            uid = None
+        elif _NO_STUDENT_UID is not None:
+            uid = None
+            notes.append(_NO_STUDENT_UID)
+        else:
+            give_workdir(uid, cwd)
+        notes += limits_mod.apply_to_current_process(limits_mod.Limits.from_dict(command["limits"]),
+                                                     processes_capped=bool(command.get("processes_capped")),
+                                                     really_root=bool(command.get("really_root", True)),
+                                                     new_uid=uid is not None)
+        os.environ.update(TMPDIR=cwd, HOME=cwd)
+        os.environ.pop("PYTHONPATH", None)  # the worker's imports are set up; the grader's paths stay unnamed
         import tempfile
         # gettempdir() keeps what it found first: a warm zygote's, which the worker may not write
-        tempfile.tempdir = command["cwd"]
+        tempfile.tempdir = cwd
         single_threaded_torch()
-        notes += confine(writable=[command["cwd"]], hidden=list(command.get("hidden") or ()))
-        from sandbox import protocol, worker
+        notes += confine(writable=[cwd], hidden=hidden, as_uid=uid)  # from here on, not root
+        del hidden
+        command.clear()
         # The notes go out before the student's code is imported: nothing it does can add to them.
         protocol.send(resp_fd, {"event": "confined", "notes": notes})
-        worker.serve(req_fd, resp_fd, command["path"], Entry.from_dict(command["entry"]),
-                     tally_fd=tally_fd)
+        worker.serve(req_fd, resp_fd, path, entry, tally_fd=tally_fd)
         code = 0
     except BaseException:  # last resort in a forked child: never fall back into the zygote's loop
         code = 70
