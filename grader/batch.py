@@ -178,7 +178,7 @@ class Batch:
         KeyboardInterrupt, stop and keep what was recorded."""
         units = discover(self.folder, self.exercise) if units is None else units
         started = time.monotonic()
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.out.mkdir(mode=0o700, parents=True, exist_ok=True)  # new: the grader's alone (no grade's uid reads it)
         with open(self.out / ".lock", "w") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

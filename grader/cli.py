@@ -59,6 +59,24 @@ def _sandbox_option(default: str = grading.DEFAULT_SANDBOX):
                         show_default=True, help="Where the submission runs.")
 
 
+def _weak_sandbox_option(f):
+    return click.option("--allow-weak-sandbox", is_flag=True,
+                        help="Grade in the local sandbox even where it lacks a guarantee it needs here "
+                             "(named at start, and warned about on every start).")(f)
+
+
+def _refuse_weak_sandbox(sandbox: str, *, allow: bool, serving: bool) -> None:
+    """A command that grades many students' code refuses a sandbox that cannot be a boundary here,
+    with one line naming what is missing; --allow-weak-sandbox grades anyway, said loudly."""
+    weak = registry.get(sandbox).weaknesses(serving=serving)
+    if not weak:
+        return
+    if not allow:
+        raise click.ClickException(f"the {sandbox} sandbox is not a boundary here: {'; '.join(weak)}. Grade in "
+                                   "--sandbox docker, or pass --allow-weak-sandbox to accept the risk")
+    click.echo(f"WARNING: grading in a weak {sandbox} sandbox (--allow-weak-sandbox): {'; '.join(weak)}", err=True)
+
+
 def _course_option(f):
     return click.option("--course", "course_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
                         help="A course file (TOML): points, visibility and advice costs per test group, the "
@@ -112,9 +130,13 @@ def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, ex
     # With JSON on stdout, the readable feedback moves to stderr so the JSON stays parseable.
     console = Console(stderr=json_out == "-", highlight=False)
     try:
-        registry.get(sandbox).check()  # a sandbox that cannot run here is one message, not a result
+        backend = registry.get(sandbox)
+        backend.check()  # a sandbox that cannot run here is one message, not a result
     except SandboxUnavailable as err:
         raise click.ClickException(str(err)) from err
+    if not quiet:
+        for weakness in backend.weaknesses():  # one's own file on one's own laptop: a note, not a refusal
+            click.echo(f"Note: the {sandbox} sandbox is weaker here: {weakness}", err=True)
     result = _grade(submission, exercise_name, sandbox, time_limit, console if not quiet else None, course)
     if not quiet:
         console.print(render.build(result))
@@ -151,8 +173,10 @@ def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | Non
 @_course_option
 @click.option("--template", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="Starter code handed to the students: left out when comparing submissions.")
+@_weak_sandbox_option
 def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name: str, force: bool, cold: bool,
-                time_limit: float | None, queue_url: str | None, course_file: Path | None, template: Path | None):
+                time_limit: float | None, queue_url: str | None, course_file: Path | None, template: Path | None,
+                allow_weak_sandbox: bool):
     """Grade every submission in FOLDER: each .py or .ipynb in it, and each sub-folder (a folder per
     student, where the file that defines the exercise's class is graded).
 
@@ -187,6 +211,7 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
             registry.get(sandbox).check()  # before any grade: a sandbox that cannot run here is one message
         except SandboxUnavailable as err:
             raise click.ClickException(str(err)) from err
+        _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=False)
     course = _course(course_file, exercise_name)
     units = batches.discover(folder, exercise_name)
     if not units:
@@ -246,7 +271,8 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
 @click.option("--queues", "lanes", default="interactive,regrade", show_default=True,
               help="The lanes to take tasks from, the first first.")
 @click.option("--name", metavar="NAME@HOST", help="The worker's name in `celery inspect` (default: grade<pid>@host).")
-def grade_worker(broker: str, slots: int, sandbox: str, lanes: str, name: str | None):
+@_weak_sandbox_option
+def grade_worker(broker: str, slots: int, sandbox: str, lanes: str, name: str | None, allow_weak_sandbox: bool):
     """Grade submissions sent to BROKER (by `grade batch --queue`, or grader.queue.submit) until
     stopped: one log line per grade. SIGTERM lets the grades in flight finish first."""
     from grader import queue as queues
@@ -255,6 +281,7 @@ def grade_worker(broker: str, slots: int, sandbox: str, lanes: str, name: str | 
     if unknown or not chosen:
         raise click.BadParameter(f"unknown lane(s) {', '.join(unknown) or '(none given)'}; the lanes are "
                                  f"{', '.join(queues.LANES)}", param_hint="--queues")
+    _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)
     queues.run_worker(broker, slots=slots, sandbox=sandbox, lanes=chosen, name=name)
 
 
@@ -344,8 +371,9 @@ def export_gradescope(out: Path, exercise_name: str, course_file: Path | None):
               help="API requests a minute per token (and a burst of N).")
 @click.option("--page-rate-limit", type=click.FloatRange(min=1), default=10, show_default=True, metavar="N",
               help="Uploads a minute per address on the student page.")
+@_weak_sandbox_option
 def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, slots: int, sandbox: str,
-          store_dir: Path | None, no_page: bool, rate_limit: float, page_rate_limit: float):
+          store_dir: Path | None, no_page: bool, rate_limit: float, page_rate_limit: float, allow_weak_sandbox: bool):
     """The HTTP service: API v1 (POST /v1/grades, GET /v1/grades/ID; OpenAPI at /docs), /healthz,
     and the student page at / (unless --no-page)."""
     import uvicorn
@@ -356,6 +384,8 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
         tokens = Tokens.load(tokens_file) if tokens_file else None
     except TokenFileError as err:
         raise click.ClickException(str(err)) from err
+    if not broker:  # with a queue, the workers' operator decides their sandbox
+        _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)
     engine = engines.Queued(broker=broker, sandbox=sandbox) if broker else engines.Embedded(slots=slots, sandbox=sandbox)
     settings = service.Settings(engine=engine, tokens=tokens, store_dir=store_dir, page=not no_page,
                                 rate_per_minute=rate_limit, page_uploads_per_minute=page_rate_limit, sandbox=sandbox)

@@ -76,6 +76,11 @@ class Sandbox(Protocol):
     def check(self) -> None:
         """Raise SandboxUnavailable, saying what to do, when this backend cannot run here."""
 
+    def weaknesses(self, *, serving: bool = False) -> list[str]:
+        """What this backend cannot guarantee on this machine, a line each (empty: nothing): the
+        commands that grade many students' code (a batch; with `serving`, a queue worker or the
+        service, which run unattended next to other machines' secrets) refuse a weak sandbox."""
+
     def run(self, job: Job) -> RunResult:
         """Grade the job; never raises for anything the submission does."""
 

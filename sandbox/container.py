@@ -102,6 +102,10 @@ class ImageSandbox:
     def check(self) -> None:
         """Offered only inside the image, where it always runs."""
 
+    def weaknesses(self, *, serving: bool = False) -> list[str]:
+        """None: the image's two users and the container's limits are the boundary."""
+        return []
+
     def warm(self, prepare: list[dict]) -> ColdSlot:
         return ColdSlot(self)  # a platform's container grades one submission, then goes
 

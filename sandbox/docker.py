@@ -43,6 +43,10 @@ class DockerSandbox:
         """Raises SandboxUnavailable, saying what to do, when the engine or the image is missing."""
         self.client()
 
+    def weaknesses(self, *, serving: bool = False) -> list[str]:
+        """None that this machine decides: the container's limits are the engine's."""
+        return []
+
     def warm(self, prepare: list[dict]) -> WarmDocker:
         return WarmDocker(prepare, self.image)
 

@@ -24,7 +24,12 @@ class LocalSandbox:
     contained = False
 
     def check(self) -> None:
-        """Always usable: it needs only this Python."""
+        """Always usable: it needs only this Python (weaknesses() says what it then lacks)."""
+
+    def weaknesses(self, *, serving: bool = False) -> list[str]:
+        """The guarantees this kernel and this user cannot give the student's code a boundary with
+        (see the README's "The local sandbox as a boundary")."""
+        return local_weaknesses(serving=serving)
 
     def run(self, job: Job) -> RunResult:
         with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
@@ -75,3 +80,36 @@ class WarmLocal(WarmSandbox):
                 stream.close()
             except OSError:
                 pass
+
+
+DOCKER_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
+
+
+def local_weaknesses(*, serving: bool = False) -> list[str]:
+    """What the local sandbox lacks here, a line each: Landlock, the seccomp filter, new PID and
+    network namespaces, and (as root) a mount namespace where Python is out of other users' reach;
+    with `serving`, also root on a machine whose Docker socket exists (a worker or service there
+    is where one kernel hole gives away every container of the host: grade in --sandbox docker)."""
+    import platform
+
+    from sandbox.confine import TABLES, initial_user_namespace, landlock_abi, reachable_by_others, worker_reads
+    from sandbox.proxy import namespace_prefix
+    if not sys.platform.startswith("linux"):
+        return [f"not Linux ({sys.platform}): no Landlock, seccomp or namespaces confine the student's code"]
+    found = []
+    if landlock_abi() < 1:
+        found.append("no Landlock (Linux 5.13+): the student's code could read and write what this user can")
+    if platform.machine() not in TABLES or not os.path.exists("/proc/sys/kernel/seccomp/actions_avail"):
+        found.append(f"no seccomp filter for {platform.machine()}: metadata changes and sockets stay open")
+    prefix = namespace_prefix()
+    if prefix is None:
+        found.append("no new PID and network namespaces (unshare): the student's code could reach the network "
+                     "and signal this user's processes")
+    root = os.geteuid() == 0 and initial_user_namespace()
+    if root and "--mount" not in (prefix or []) and not all(reachable_by_others(p) for p in worker_reads()):
+        found.append("running as root without a mount namespace, with Python in a folder other users cannot "
+                     "enter: the student's code would run as root")
+    if serving and root and any(os.path.exists(s) for s in DOCKER_SOCKETS):
+        found.append("running as root on a machine with a Docker socket: a worker or service here grades in "
+                     "--sandbox docker")
+    return found

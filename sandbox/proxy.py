@@ -115,7 +115,7 @@ class Zygote:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         notes = []
         cgroup = PidsCgroup.create(max_pids) if max_pids else None
-        prefix = _namespace_prefix() if isolate else None
+        prefix = namespace_prefix() if isolate else None
         if isolate and prefix is None:
             notes.append("network not isolated: this OS does not let the grader create namespaces")
         cmd = (prefix or []) + zygote_command(child.fileno(), warm)
@@ -232,7 +232,7 @@ def zygote_env() -> dict:
 _PREFIX_CACHE: list | None = None
 
 
-def _namespace_prefix() -> list[str] | None:
+def namespace_prefix() -> list[str] | None:
     """The `unshare` command that puts the zygote in new PID, network and IPC namespaces, if it works."""
     global _PREFIX_CACHE
     if _PREFIX_CACHE is not None:

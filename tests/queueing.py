@@ -82,6 +82,11 @@ class RedisServer:
             self.proc.wait(30)
 
 
+# CI runs as root on a machine with a Docker socket, where a worker or the service refuses the local
+# sandbox unless told (tests/test_root_sandbox.py checks the refusal itself).
+ACCEPT_LOCAL = ("--allow-weak-sandbox",)
+
+
 class Workers:
     """`grade worker` processes, each in its own process group (killed with all it started)."""
 
@@ -91,7 +96,8 @@ class Workers:
     def start(self, name: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
         log = self.folder / f"{name}.log"
         proc = subprocess.Popen([sys.executable, "-m", "grader", "worker", "--broker", self.url,
-                                 "--slots", str(self.slots), "--sandbox", "local", "--name", f"{name}@test", *extra],
+                                 "--slots", str(self.slots), "--sandbox", "local", "--name", f"{name}@test",
+                                 *ACCEPT_LOCAL, *extra],
                                 stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
                                 env={**os.environ, "TMPDIR": str(OWN_TMP), **(env or {})})
         self.procs[name] = proc

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.queueing import RedisServer, Workers, free_port
+from tests.queueing import ACCEPT_LOCAL, RedisServer, Workers, free_port
 
 START_TIMEOUT_S = 60
 GRADE_TIMEOUT_S = 240
@@ -46,7 +46,8 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = folder / f"serve-{self.port}.log"
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "grader", "serve", "--port", str(self.port), *args],
+            self.proc = subprocess.Popen([sys.executable, "-m", "grader", "serve", "--port", str(self.port),
+                                          *ACCEPT_LOCAL, *args],
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                          env={**os.environ, **(env or {})})
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -58,7 +58,7 @@ class Store:
         self.results: dict[str, dict] = {}
         if folder is not None:
             for sub in ("grades", "results"):
-                (folder / sub).mkdir(parents=True, exist_ok=True)
+                (folder / sub).mkdir(mode=0o700, parents=True, exist_ok=True)  # new: the service's alone
             self._load()
 
     def new_grade(self, **fields) -> Grade:
