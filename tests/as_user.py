@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import sys
 
-from sandbox.confine import open_to_others, worker_reads
-
 NOBODY = 65534
 
 
@@ -24,6 +22,7 @@ def command(uid: int, *argv: str) -> list[str]:
 
 
 def main() -> None:
+    from sandbox.confine import open_to_others, worker_reads
     uid, rest = int(sys.argv[1]), sys.argv[sys.argv.index("--") + 1:]
     if os.geteuid() != 0:
         sys.exit("tests.as_user: must be started as root")

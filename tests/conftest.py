@@ -51,10 +51,13 @@ class Graded:
         return score == most
 
 
-def grade(path: Path, *extra: str, timeout: float = 240, env: dict | None = None) -> Graded:
-    """Run the CLI the way a user does, with the JSON on stdout (`env`: variables to set for it)."""
+def grade(path: Path, *extra: str, timeout: float = 240, env: dict | None = None, uid: int | None = None) -> Graded:
+    """Run the CLI the way a user does, with the JSON on stdout (`env`: variables to set for it;
+    `uid`: run it as that ordinary user, from a root test: tests.as_user)."""
+    from tests.as_user import command
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "grader", str(path), "--json", "-", *extra],
+    argv = [sys.executable, "-m", "grader", str(path), "--json", "-", *extra]
+    proc = subprocess.run(argv if uid is None else command(uid, *argv),
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **env} if env else None)
     result = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None

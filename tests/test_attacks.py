@@ -37,12 +37,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.as_user import NOBODY
 from tests.conftest import ROOT, SUBMISSIONS, grade, own_label
 
 ATTACKS = SUBMISSIONS / "attacks"
 HEAD_ATTACKS = SUBMISSIONS / "head" / "attacks"
 TIME_LIMIT_S = 90 + 15            # the exercise's wall clock, plus start-up and the CLI's own work
-WATCHED = [ROOT, ROOT / "exercise" / "causal_self_attention", ROOT / "exercise" / "causal_self_attention" / "tests",
+WATCHED = [ROOT, ROOT / "sandbox", ROOT / "grader", ROOT / "exercise", ROOT / "exercise" / "causal_self_attention", ROOT / "exercise" / "causal_self_attention" / "tests",
            ROOT / "exercise" / "causal_attention_head", ROOT / "exercise" / "causal_attention_head" / "tests",
            Path(sysconfig.get_paths()["purelib"]), Path("/autograder"), Path("/autograder/results"), Path("/grade"),
            Path("/grade/results"), Path("/")]
@@ -102,14 +103,68 @@ def honest_source(path: Path) -> str:
 
 
 def cases():
+    """(path, sandbox, uid) per attack and sandbox it names; uid None: as the suite's own user (root
+    on CI); an attack with '# as-user: yes' is also graded by an ordinary user (tests.as_user), in
+    the local sandbox, when the suite runs as root."""
     for path in sorted(ATTACKS.glob("*.py")) + sorted(HEAD_ATTACKS.glob("*.py")):
         prefix = "head-" if path.parent == HEAD_ATTACKS else ""
-        hole = re.search(r"^# known-hole: (.+)$", path.read_text(), re.M)
-        for sandbox in attack_header(path)[1]:
+        text = path.read_text()
+        hole = re.search(r"^# known-hole: (.+)$", text, re.M)
+        runs = [(sandbox, None) for sandbox in attack_header(path)[1]]
+        if re.search(r"^# as-user: yes$", text, re.M) and os.geteuid() == 0:
+            runs.append(("local", NOBODY))
+        for sandbox, uid in runs:
             marks = [pytest.mark.docker] if sandbox == "docker" else []
             if hole:  # reported as xfailed, never as passed; strict: a fix makes it fail until the line goes
                 marks.append(pytest.mark.xfail(reason=f"known hole: {hole.group(1)}", strict=True))
-            yield pytest.param(path, sandbox, id=f"{prefix}{path.stem}-{sandbox}", marks=marks)
+            user = "-user" if uid is not None else ""
+            yield pytest.param(path, sandbox, uid, id=f"{prefix}{path.stem}-{sandbox}{user}", marks=marks)
+
+
+class Bait:
+    """What the host attacks aim at, made for one grade outside its sandbox (the '@BAIT@' of an
+    attack's text): a file only its owner may read, a file to change the metadata of (with an
+    extended attribute to remove), a listening pathname socket and an abstract one. Owned by the
+    user who grades, so that only the sandbox, not the file's owner, stands in the way."""
+
+    def __init__(self, folder: Path, uid: int):
+        import socket
+        import threading
+        self.folder, self.connections = folder, []
+        folder.mkdir()
+        (folder / "secret.txt").write_text("BAIT-SECRET " + os.urandom(8).hex())
+        os.chmod(folder / "secret.txt", 0o600)
+        (folder / "open.txt").write_text("a file to leave alone")
+        os.setxattr(folder / "open.txt", "user.kept", b"the test's")
+        self.listeners = []
+        for address in (str(folder / "service.sock"), "\0" + str(folder).replace("/", "-") + "-abstract"):
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(address)
+            listener.listen(8)
+            listener.settimeout(0.2)
+            self.listeners.append(listener)
+        for path in (folder, *folder.iterdir()):
+            os.chown(path, uid, uid, follow_symlinks=False)
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            for listener in self.listeners:
+                try:
+                    conn, _ = listener.accept()
+                    self.connections.append(listener.getsockname())
+                    conn.close()
+                except OSError:
+                    continue
+
+    def close(self) -> list:
+        self._stop.set()
+        self.thread.join(2)
+        for listener in self.listeners:
+            listener.close()
+        return self.connections
 
 
 def snapshot(*also: Path) -> dict[str, tuple]:
@@ -127,8 +182,13 @@ def snapshot(*also: Path) -> dict[str, tuple]:
             except OSError:
                 continue
             is_dir = entry.is_dir(follow_symlinks=False)
+            try:
+                attributes = tuple(sorted(os.listxattr(entry.path, follow_symlinks=False)))
+            except OSError:
+                attributes = ()
+            owner = (st.st_mode, st.st_uid, st.st_gid, attributes)  # metadata: what Landlock does not govern
             # a folder's own mtime changes whenever anything (pytest included) adds a file in it
-            seen[entry.path] = ("dir",) if is_dir else ("file", st.st_size, st.st_mtime_ns)
+            seen[entry.path] = ("dir", *owner) if is_dir else ("file", st.st_size, st.st_mtime_ns, *owner)
     return seen
 
 
@@ -186,33 +246,43 @@ def test_the_corpus_has_at_least_15_distinct_attacks():
         assert honest_source(path) != path.read_text(), f"{path.name} has no attack block"
 
 
-@pytest.mark.parametrize("path,sandbox", list(cases()))
-def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, attack_outcomes):
+@pytest.mark.parametrize("path,sandbox,uid", list(cases()))
+def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, honest_score, attack_outcomes):
     ceiling = honest_score(path)
     own = Path(tempfile.mkdtemp(prefix="attack-grade-"))   # this grade's own temp and home folders
+    if uid is not None:
+        os.chmod(own, 0o755)  # the ordinary user's way to its folders
     places = {"TMPDIR": own / "tmp", "HOME": own / "home"}
     for place in places.values():
         place.mkdir()
-    before_files = snapshot(*places.values())
+        os.chown(place, uid if uid is not None else os.getuid(), uid if uid is not None else os.getgid())
+    bait = Bait(own / "bait", uid if uid is not None else os.getuid()) if "@BAIT@" in path.read_text() else None
+    before_files = snapshot(*places.values(), *([bait.folder] if bait else []))
     before_containers = set(docker_leftovers()) if sandbox == "docker" else set()
     # The attack's processes carry a mark of this grade's own: another run's daemons are not ours.
     mark = f"{ATTACK_MARK}-{os.urandom(4).hex()}"
     (own / "upload").mkdir()
     marked = own / "upload" / path.name
-    marked.write_text(path.read_text().replace(ATTACK_MARK, mark))
+    text = path.read_text().replace(ATTACK_MARK, mark)
+    marked.write_text(text.replace("@BAIT@", str(bait.folder)) if bait else text)
+    if uid is not None:
+        for made in (own / "upload", marked):
+            os.chown(made, uid, uid)
     graded = grade(marked, "--sandbox", sandbox, *exercise_args(path), timeout=TIME_LIMIT_S + 60,
-                   env={k: str(v) for k, v in places.items()})
+                   env={k: str(v) for k, v in places.items()}, uid=uid)
+    connected = bait.close() if bait else []
     after_procs = running(own, mark)
     for _ in range(20):  # a PID namespace's processes die with it, a moment after the grade ends
         if not after_procs:
             break
         time.sleep(0.1)
         after_procs = running(own, mark)
-    after_files = snapshot(*places.values())
+    after_files = snapshot(*places.values(), *([bait.folder] if bait else []))
     shutil.rmtree(own, ignore_errors=True)
     changed = sorted(k for k in {*before_files, *after_files} if before_files.get(k) != after_files.get(k))
     result = graded.result or {}
-    outcome = {"attack": path.stem, "sandbox": sandbox, "status": result.get("status"),
+    outcome = {"attack": path.stem, "sandbox": sandbox + ("-user" if uid is not None else ""),
+               "status": result.get("status"),
                "score": result.get("score"), "honest": ceiling, "seconds": graded.seconds}
     attack_outcomes.append(outcome)
     assert graded.exit_code == 0 and result.get("status") in ("graded", "rejected"), \
@@ -228,6 +298,7 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
     assert graded.seconds < TIME_LIMIT_S
     assert not after_procs, f"left running: {after_procs}"
     assert not changed, f"files changed outside the sandbox: {changed}"
+    assert not connected, f"the attack connected to the test's sockets: {connected}"
     if sandbox == "docker":  # containers of this grade: none that other grades on the machine started
         assert set(docker_leftovers()) - before_containers == set()
     outcome["outcome"] = "held"
