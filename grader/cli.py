@@ -124,8 +124,11 @@ def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, ex
     """Grade one SUBMISSION (.py or .ipynb) and print the feedback."""
     if fmt != "native" and not json_out:
         raise click.BadParameter(f"--format {fmt} describes the --json file: add --json OUT", param_hint="--format")
-    if not submission.exists():
-        raise click.BadParameter(f"{submission} does not exist", param_hint="SUBMISSION")
+    try:
+        if not submission.exists():
+            raise click.BadParameter(f"{submission} does not exist", param_hint="SUBMISSION")
+    except OSError as err:  # a folder on the way this user may not enter
+        raise click.BadParameter(f"{submission} cannot be read: {err.strerror}", param_hint="SUBMISSION") from err
     course = _course(course_file, exercise_name)
     # With JSON on stdout, the readable feedback moves to stderr so the JSON stays parseable.
     console = Console(stderr=json_out == "-", highlight=False)
@@ -386,7 +389,10 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
         raise click.ClickException(str(err)) from err
     if not broker:  # with a queue, the workers' operator decides their sandbox
         _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)
-    engine = engines.Queued(broker=broker, sandbox=sandbox) if broker else engines.Embedded(slots=slots, sandbox=sandbox)
+    # The tokens and the store are the service's: no submission graded here may read them.
+    private = tuple(str(p.resolve()) for p in (tokens_file, store_dir) if p is not None)
+    engine = (engines.Queued(broker=broker, sandbox=sandbox) if broker
+              else engines.Embedded(slots=slots, sandbox=sandbox, hidden=private))
     settings = service.Settings(engine=engine, tokens=tokens, store_dir=store_dir, page=not no_page,
                                 rate_per_minute=rate_limit, page_uploads_per_minute=page_rate_limit, sandbox=sandbox)
     how = f"queue {broker}" if broker else f"{slots} warm {sandbox} slot{'s' if slots != 1 else ''}"

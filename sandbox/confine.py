@@ -317,14 +317,15 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE =
 _CLONE_NEWNS = 0x00020000
 
 
-def open_to_others(paths: list[str]) -> list[str]:
+def open_to_others(paths: list[str], *, writable: bool = False) -> list[str]:
     """Make `paths` (what a worker of another uid must read: Python, its libraries, this package)
     reachable by a uid that owns nothing, without changing the host: in a mount namespace of this
     process's own, each folder on their way that others may not enter (a home of mode 0700 holding
     Python, say) is covered by an empty tmpfs in which only the paths themselves are bound back,
-    read-only. Everything else in that folder then does not exist for the worker. As root, in a
-    single-threaded process (the zygote, before torch starts a thread). Returns the paths that stay
-    out of reach."""
+    read-only (`writable`: as they are; a worker's own scratch folder). Everything else in that
+    folder then does not exist for the worker. As root, in a single-threaded process (the zygote
+    before torch starts a thread; a worker right after fork). Returns the paths that stay out of
+    reach."""
     blocked: dict[str, list[str]] = {}
     for path in dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p)):
         wall = _first_closed_folder(path)
@@ -347,7 +348,8 @@ def open_to_others(paths: list[str]) -> list[str]:
                 os.makedirs(path, mode=0o755, exist_ok=True)
                 source = f"/proc/self/fd/{fd}".encode()
                 if (libc.mount(source, path.encode(), None, _MS_BIND | _MS_REC, None) != 0
-                        or libc.mount(None, path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None) != 0):
+                        or not writable
+                        and libc.mount(None, path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None) != 0):
                     out_of_reach.append(path)
         finally:
             for fd in fds.values():

@@ -147,6 +147,10 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
             uid = None
             notes.append(_NO_STUDENT_UID)
         else:
+            # The folders above the scratch folder may be closed to the new uid: in a mount
+            # namespace of this worker's own, the scratch folder alone stays reachable by its path.
+            notes += [f"the scratch folder is reachable only by relative paths: {p} stays closed"
+                      for p in open_to_others([cwd], writable=True)]
             give_workdir(uid, cwd)
         notes += limits_mod.apply_to_current_process(limits_mod.Limits.from_dict(command["limits"]),
                                                      processes_capped=bool(command.get("processes_capped")),

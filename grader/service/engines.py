@@ -30,9 +30,10 @@ class Embedded:
     """A warm pool of `slots` sandboxes fed by a bounded in-process queue of at most `backlog` grades
     waiting; a finished grade's result is kept until it is read once with result()."""
 
-    def __init__(self, *, slots: int, sandbox: str = grading.DEFAULT_SANDBOX, backlog: int = 1000):
+    def __init__(self, *, slots: int, sandbox: str = grading.DEFAULT_SANDBOX, backlog: int = 1000,
+                 hidden: tuple[str, ...] = ()):
         self.sandbox, self.backlog = sandbox, backlog
-        self.pool = Pool(sandbox=sandbox, slots=slots)
+        self.pool = Pool(sandbox=sandbox, slots=slots, hidden=hidden)  # hidden: the service's own files
         # One thread per slot: the pool's grade blocks, so more threads would only wait in it.
         self._threads = concurrent.futures.ThreadPoolExecutor(max_workers=self.pool.slots,
                                                               thread_name_prefix="grade-slot")
