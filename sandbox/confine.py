@@ -3,9 +3,10 @@
 - Capabilities: all dropped, and no new privileges, so a worker started by root is no longer
   privileged (no mounts, modules, raw devices, clock or reboot) and cannot regain privileges
   through a set-uid program.
-- A seccomp filter: no kernel keyrings (the user's keyrings outlive every process, so a key planted by
-  one grade would be read by the next, warm or cold) and no POSIX message queues (they outlive the
-  process in the IPC namespace a warm sandbox keeps).
+- A seccomp filter (see REFUSED below): no change of metadata (modes, owners, extended attributes,
+  times), no hard link or device node, no AF_UNIX socket but a socketpair, no io_uring, ptrace,
+  namespaces or mounts, no kernel keyrings or POSIX message queues (both outlive the process).
+- As root, a uid and gid of the grade's own (become_student), which owns no host file.
 - Landlock (an unprivileged Linux security module, kernel 5.13+): the worker may write only in its
   scratch folder (and /dev/null); it may read the whole filesystem except the hidden paths (the
   exercise's tests and reference, the platforms' folders, other grades' scratch space, and /dev but
