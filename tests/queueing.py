@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # The processes started here keep their temporary files in this folder, apart from everything else on
 # the machine: it is how they are found again (own_processes).
 OWN_TMP = Path(tempfile.mkdtemp(prefix="queue-tests-"))
+# The queue's secret for this test session, in a file only this user reads: the workers, batches and
+# services started here, and this process's own grader.queue calls, sign and check with it.
+SECRET_FILE = OWN_TMP / "queue.secret"
+SECRET_FILE.write_text(os.urandom(32).hex() + "\n")
+SECRET_FILE.chmod(0o600)
+os.environ["GRADER_QUEUE_SECRET_FILE"] = str(SECRET_FILE)
 
 
 def program(name: str) -> str:
@@ -48,19 +54,22 @@ def until(condition, timeout: float, what: str, every: float = 0.1):
 
 
 class RedisServer:
-    """A redis-server of this test's own, with the shipped configuration (an fsynced AOF)."""
+    """A redis-server of this test's own, with the shipped configuration (an fsynced AOF, protected
+    mode) and a password, as deploy/compose.yaml runs it."""
 
     def __init__(self, folder: Path):
         import redis
         self.folder, self.port, self.proc = folder, free_port(), None
         folder.mkdir()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.client = redis.Redis(port=self.port, socket_timeout=10)
+        self.password = os.urandom(16).hex()
+        self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+        self.client = redis.Redis(port=self.port, password=self.password, socket_timeout=10)
         self.start()
 
     def start(self) -> None:
         self.proc = subprocess.Popen([program("redis-server"), str(ROOT / "deploy" / "redis.conf"), "--port", str(self.port),
-                                      "--bind", "127.0.0.1", "--dir", str(self.folder), "--daemonize", "no"],
+                                      "--bind", "127.0.0.1", "--dir", str(self.folder), "--daemonize", "no",
+                                      "--requirepass", self.password],
                                      stdout=open(self.folder / "redis.log", "a"), stderr=subprocess.STDOUT)
         until(self._answers, 30, "redis-server to answer")
 
