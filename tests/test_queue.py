@@ -393,3 +393,44 @@ def test_a_worker_or_queued_batch_without_a_secret_or_with_a_short_lease_does_no
     assert "a time limit of 90 s needs a lease (GRADER_VISIBILITY_TIMEOUT) of at least twice that; it is 30 s" \
         in worker.stderr and len(worker.stderr.strip().splitlines()) == 1, worker.stderr
     assert redis_server.client.dbsize() == 0  # none of them sent or took anything
+
+
+def test_a_docker_worker_refuses_a_local_task_and_no_warm_container_outlives_it(tmp_path, workers, redis_server):
+    import docker
+
+    from grader import queue
+    client = docker.from_env()
+    image = os.environ.get("GRADER_IMAGE", "attention-grader:latest")
+    owner = f"queue-test-{os.getpid()}-{os.urandom(4).hex()}"  # this test's containers, and only them
+    ours = {"label": [f"attention-grader.owner={owner}", "attention-grader=warm"]}
+    # A warm container that an earlier run of worker a left behind (its process is long gone).
+    leftover = client.containers.run(image, entrypoint=["sleep", "infinity"], detach=True, network_mode="none",
+                                     labels={"attention-grader": "warm", "attention-grader.owner": owner,
+                                             "attention-grader.worker": "a@test",
+                                             "attention-grader.instance": "a@test#1-earlier",
+                                             "attention-grader.queue": queue.queue_id(redis_server.url)})
+    try:
+        workers.start("a", "--sandbox", "docker", env={"GRADER_OWNER": owner, "GRADER_IMAGE": image})
+        assert leftover.id not in {c.id for c in client.containers.list(all=True, filters=ours)}
+        assert "removed warm container" in workers.log("a")
+        warm = until(lambda: client.containers.list(filters=ours), 300, "worker a's warm container")
+        assert all(c.labels["attention-grader.worker"] == "a@test" for c in warm)
+
+        path = EXAMPLES / "mask_after_softmax.py"
+        refused = queue.result(redis_server.url, queue.submit(redis_server.url, path.read_bytes(), path.name,
+                                                              sandbox="local"), timeout=300)
+        assert refused["status"] == "error" and refused["score"] is None
+        assert "refused: this worker grades in the docker sandbox its operator started it with, and the task " \
+               "asked for the local sandbox" in refused["message"], refused["message"]
+        # Without a request (what `grade batch --queue` sends without --sandbox): the worker's own sandbox.
+        graded = queue.result(redis_server.url, queue.submit(redis_server.url, path.read_bytes(), path.name),
+                              timeout=600)
+        assert graded["status"] == "graded" and [b["id"] for b in graded["bugs"]] == ["mask_after_softmax"]
+        assert graded["environment"]["sandbox"] == "docker"
+        assert len(workers.grade_lines("a")) == 2
+
+        workers.kill("a")  # kill -9 of its process group: its warm containers go with it
+        until(lambda: not client.containers.list(all=True, filters=ours), 120, "worker a's warm containers to go")
+    finally:
+        for container in client.containers.list(all=True, filters={"label": f"attention-grader.owner={owner}"}):
+            container.remove(force=True)
