@@ -434,3 +434,27 @@ def test_a_docker_worker_refuses_a_local_task_and_no_warm_container_outlives_it(
     finally:
         for container in client.containers.list(all=True, filters={"label": f"attention-grader.owner={owner}"}):
             container.remove(force=True)
+
+
+def test_workers_and_clients_reach_a_tls_only_redis(tmp_path):
+    import redis
+
+    from grader import queue
+    server = RedisServer(tmp_path / "redis", tls=True)
+    pool = Workers(server.url, tmp_path)
+    try:
+        # The plain protocol gets nowhere on the TLS port.
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis(port=server.port, password=server.password, socket_timeout=5).ping()
+        pool.start("a")
+        path = EXAMPLES / "mask_after_softmax.py"
+        got = queue.result(server.url, queue.submit(server.url, path.read_bytes(), path.name), timeout=300)
+        assert [b["id"] for b in got["bugs"]] == ["mask_after_softmax"]
+        folder = copy_class(tmp_path / "class", [CORRECT[0]])
+        run = batch(folder, tmp_path / "out", "--queue", server.url)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert gradebook(tmp_path / "out")[CORRECT[0].name]["score"] == "100"
+        assert len(pool.grade_lines("a")) == 2
+    finally:
+        pool.kill_all()
+        server.kill()
