@@ -269,8 +269,8 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
 @main.command("worker")
 @click.option("--broker", required=True, metavar="redis://HOST:PORT/DB", callback=_check_redis_url,
               envvar="GRADER_BROKER", show_envvar=True,
-              help="The Redis that holds the queue and the results (from the environment, its password stays "
-                   "off the command line).")
+              help="The Redis that holds the queue and the results (given in GRADER_BROKER, its password "
+                   "stays off the command line).")
 @click.option("--slots", type=click.IntRange(min=1), default=1, show_default=True,
               help="Submissions graded at once: one warm sandbox (and worker process) each.")
 @_sandbox_option()

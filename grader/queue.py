@@ -32,7 +32,7 @@ it, and a task that finds its result stored grades nothing. The grader's own key
     grader:queued:<id>       set by submit (when, as a timestamp) until the result is stored
     grader:running:<id>      the name of the worker grading it; it expires with the lease
     grader:deliveries:<id>   how many times a worker took the task: the poison cap counts these
-    grader:alive:<instance>  a worker's heartbeat (HEARTBEAT_S), gone ALIVE_S after it died
+    grader:alive:<instance>  a worker's heartbeat (every SWEEP_S), gone ALIVE_S after it died
     grader:holders           which worker instance holds each of Celery's unacked delivery tags
 
 Celery is imported by this module only: `grade FILE` and a batch without --queue never load it.
@@ -67,10 +67,10 @@ TASK = "grader.grade"
 KEPT_S = 30 * 86400                 # how long a result stays in the store
 LEASE_ENV = "GRADER_VISIBILITY_TIMEOUT"
 LEASE_MARGIN_S = 60.0               # the lease's room beyond twice the longest time limit
-HEARTBEAT_S = 2.0                   # how often a worker says it is alive
 ALIVE_S = 10                        # a heartbeat's life: a worker silent this long is dead
-SWEEP_S = 2.0                       # how often a worker's reaper looks for tasks of dead workers
+SWEEP_S = 2.0                       # how often a worker beats, and its reaper looks for dead workers' tasks
 OUTAGE_S = 300.0                    # how long a client or worker waits for an unreachable Redis
+RESEND_S = 3600.0                   # a task submitted this long ago and not done is sent again
 ANY_SANDBOX = "worker"              # a task's sandbox request when its client leaves it to the worker
 # Test-only: a worker whose environment names a sha256 here exits (os._exit) when it takes a
 # submission with those bytes, as a worker does that a grade kills. tests/test_queue.py sets it for
@@ -225,13 +225,13 @@ class Store:
         return stored, bool(running), bool(queued)
 
     def claim(self, gid: str) -> bool:
-        """Mark `gid` as on its way; False when it already was, within the lease (a task sent
+        """Mark `gid` as on its way; False when it already was, within RESEND_S (a task sent
         longer ago than that and still not done is sent again: it may have been lost)."""
         key, now = f"grader:queued:{gid}", time.time()
         if self.call(lambda r: r.set(key, now, nx=True, ex=KEPT_S)):
             return True
         since = self.call(lambda r: r.get(key))
-        if since is not None and now - float(since) < lease_s():
+        if since is not None and now - float(since) < RESEND_S:
             return False
         self.call(lambda r: r.set(key, now, ex=KEPT_S))
         return True
@@ -498,9 +498,12 @@ def run_worker(broker: str, *, slots: int, sandbox: str, lanes: list[str], name:
     _worker_instance = f"{name}#{os.getpid()}-{os.urandom(4).hex()}"
     os.environ.update({INSTANCE_ENV: _worker_instance, NAME_ENV: name, QUEUE_ENV: queue_id(broker)})
     reaper = Reaper(broker, _worker_instance, sandbox)
-    reaper.beat()  # alive before any warm container is labelled with it
-    if sandbox == "docker":
-        reaper.remove_dead_containers()  # what an earlier run of this worker (or another, gone) left
+    try:
+        reaper.beat()  # alive before any warm container is labelled with it
+        if sandbox == "docker":
+            reaper.remove_dead_containers()  # what an earlier run of this worker (or another, gone) left
+    except Exception as err:  # noqa: BLE001  (Redis or the engine away: the reaper's sweeps try again)
+        log.warning("reaper: the first sweep failed (%s); it tries again every %g s", err, SWEEP_S)
     reaper.start()
     app_for(broker).worker_main([
         "worker", "--pool=prefork", f"--concurrency={slots}", f"--queues={','.join(lanes)}", "--loglevel=INFO",
@@ -521,6 +524,11 @@ class Reaper(threading.Thread):
         self.redis = redis.Redis.from_url(broker, socket_timeout=10, socket_connect_timeout=5)
         self._since: float | None = None
         self._containers_swept = 0.0
+        # Forget who held a tag only if it still says so: a worker that took the task again since
+        # has written its own name there.
+        self._release = self.redis.register_script(
+            "if redis.call('hget', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('hdel', KEYS[1], ARGV[1]) "
+            "end return 0")
 
     def beat(self) -> None:
         self.redis.set(f"grader:alive:{self.instance}", time.time(), ex=ALIVE_S)
@@ -554,10 +562,11 @@ class Reaper(threading.Thread):
             unacked = {tag.decode() for tag in self.redis.hkeys(channel.unacked_key)}
             for tag, who in holders.items():
                 if tag not in unacked:  # acknowledged (or already put back): nobody holds it now
-                    self.redis.hdel(HOLDERS, tag)
+                    self._release(keys=[HOLDERS], args=[tag, who])
                 elif not self.alive(who):
+                    # Released first: the tag is the same when the task is taken again, by its new holder.
+                    self._release(keys=[HOLDERS], args=[tag, who])
                     channel.qos.restore_by_tag(tag, leftmost=True)
-                    self.redis.hdel(HOLDERS, tag)
                     log.warning("reaper: put a task of %s back on its queue (its heartbeat stopped %d s ago or more)",
                                 who.split("#")[0], ALIVE_S)
 

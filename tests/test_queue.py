@@ -105,6 +105,10 @@ def test_a_class_graded_by_two_workers_gets_what_a_local_batch_gives(tmp_path, w
         assert ({k: here[name][k] for k in ("status", "score", "bugs")}
                 == {k: there[name][k] for k in ("status", "score", "bugs")}), name
     local_results, queued_results = results(tmp_path / "local"), results(tmp_path / "queued")
+    # bob's folder was rejected on this machine, before any sandbox: its result names the sandbox the
+    # batch asked the workers for, none ("worker": each worker's own); all else is the local batch's.
+    assert queued_results["bob"]["environment"]["sandbox"] == "worker"
+    queued_results["bob"]["environment"]["sandbox"] = "local"
     for name in names:
         assert comparable(queued_results[name]) == comparable(local_results[name]), name
     assert {here[n]["status"] for n in names} == {"graded", "rejected"}
