@@ -60,6 +60,7 @@ import exercise as exercises
 from grader import grading, keys, signing
 from grader.pool import Pool, PoolClosed, upload_name
 from grader.result import GradeResult, Status
+from sandbox.errors import GraderError
 
 LANES = ("interactive", "regrade")  # a worker takes from the first lane that has a task
 RETRIES = 3                         # a task whose worker dies is graded at most 1 + RETRIES times
@@ -460,7 +461,7 @@ NAME_ENV = "GRADER_WORKER_NAME"
 QUEUE_ENV = "GRADER_WORKER_QUEUE"
 
 
-class WorkerRefused(signing.GraderError):
+class WorkerRefused(GraderError):
     """A worker that cannot keep its promises with these settings does not start."""
 
 
