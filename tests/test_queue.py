@@ -462,3 +462,17 @@ def test_workers_and_clients_reach_a_tls_only_redis(tmp_path):
     finally:
         pool.kill_all()
         server.kill()
+
+
+def test_a_worker_refuses_a_time_limit_its_lease_cannot_carry(workers, redis_server, monkeypatch):
+    from grader import queue
+    workers.start("a")  # the default lease: 240 s, enough for a limit of 120 s at most
+    monkeypatch.setenv(queue.LEASE_ENV, "1000")  # a client that believes in a longer lease
+    path = EXAMPLES / "correct.py"
+    got = queue.result(redis_server.url, queue.submit(redis_server.url, path.read_bytes(), path.name, time_limit=200),
+                       timeout=300)
+    assert got["status"] == "error" and got["score"] is None
+    assert "refused by this worker: a time limit of 200 s needs a lease (GRADER_VISIBILITY_TIMEOUT) of at least " \
+           "twice that; it is 240 s" in got["message"], got["message"]
+    lines = workers.grade_lines("a")
+    assert len(lines) == 1 and "grade: error correct.py score=-" in lines[0], lines  # no sandbox ran it
