@@ -102,6 +102,30 @@ def _check_exercise(ctx, param, name: str) -> str:
     return name
 
 
+def _secret_option(f):
+    return click.option("--secret-file", type=click.Path(path_type=Path, dir_okay=False),
+                        help="The queue's secret, shared by its workers and clients, which sign and check "
+                             "every task and result with it (default: $GRADER_QUEUE_SECRET_FILE, else "
+                             "$GRADER_QUEUE_SECRET).")(f)
+
+
+def _queue_secret(secret_file: Path | None) -> None:
+    """Sign and check this process's queue traffic with the secret; none is one line, before anything runs."""
+    from grader import queue, signing
+    try:
+        queue.use_secret(secret_file)
+    except signing.SecretMissing as err:
+        raise click.ClickException(str(err)) from err
+
+
+def _queued_sandbox(sandbox: str) -> str:
+    """The sandbox a queued batch or service asks the workers for: the one given with --sandbox
+    (a worker started with another refuses it), else whichever each worker was started with."""
+    from grader import queue
+    source = click.get_current_context().get_parameter_source("sandbox")
+    return sandbox if source is not click.core.ParameterSource.DEFAULT else queue.ANY_SANDBOX
+
+
 def _check_redis_url(ctx, param, url: str | None) -> str | None:
     if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
         raise click.BadParameter(f"{url!r} is not a Redis URL (redis://HOST:PORT/DB)")
@@ -173,13 +197,14 @@ def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | Non
               help="Wall-clock limit per submission (default: the course's, else the exercise's own).")
 @click.option("--queue", "queue_url", metavar="redis://HOST:PORT/DB", callback=_check_redis_url,
               help="Send the submissions to the `grade worker`s of this Redis instead of grading them here.")
+@_secret_option
 @_course_option
 @click.option("--template", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="Starter code handed to the students: left out when comparing submissions.")
 @_weak_sandbox_option
 def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name: str, force: bool, cold: bool,
-                time_limit: float | None, queue_url: str | None, course_file: Path | None, template: Path | None,
-                allow_weak_sandbox: bool):
+                time_limit: float | None, queue_url: str | None, secret_file: Path | None, course_file: Path | None,
+                template: Path | None, allow_weak_sandbox: bool):
     """Grade every submission in FOLDER: each .py or .ipynb in it, and each sub-folder (a folder per
     student, where the file that defines the exercise's class is graded).
 
@@ -209,7 +234,10 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         raise click.BadParameter("a course file is applied by a batch graded here; the queue's workers score "
                                  "with the exercise's own points (not supported yet): leave out --queue or --course",
                                  param_hint="--course")
-    if not queue_url:  # with a queue, the sandbox is the workers' business
+    if queue_url:  # with a queue, the sandbox is the workers' operator's business
+        _queue_secret(secret_file)
+        sandbox = _queued_sandbox(sandbox)
+    else:
         try:
             registry.get(sandbox).check()  # before any grade: a sandbox that cannot run here is one message
         except SandboxUnavailable as err:
@@ -267,17 +295,23 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
 
 @main.command("worker")
 @click.option("--broker", required=True, metavar="redis://HOST:PORT/DB", callback=_check_redis_url,
-              help="The Redis that holds the queue and the results.")
+              envvar="GRADER_BROKER", show_envvar=True,
+              help="The Redis that holds the queue and the results (given in GRADER_BROKER, its password "
+                   "stays off the command line).")
 @click.option("--slots", type=click.IntRange(min=1), default=1, show_default=True,
               help="Submissions graded at once: one warm sandbox (and worker process) each.")
 @_sandbox_option()
 @click.option("--queues", "lanes", default="interactive,regrade", show_default=True,
               help="The lanes to take tasks from, the first first.")
-@click.option("--name", metavar="NAME@HOST", help="The worker's name in `celery inspect` (default: grade<pid>@host).")
+@click.option("--name", metavar="NAME@HOST",
+              help="The worker's name, one per worker and the same across its restarts (default: grade@host).")
+@_secret_option
 @_weak_sandbox_option
-def grade_worker(broker: str, slots: int, sandbox: str, lanes: str, name: str | None, allow_weak_sandbox: bool):
+def grade_worker(broker: str, slots: int, sandbox: str, lanes: str, name: str | None, secret_file: Path | None,
+                 allow_weak_sandbox: bool):
     """Grade submissions sent to BROKER (by `grade batch --queue`, or grader.queue.submit) until
-    stopped: one log line per grade. SIGTERM lets the grades in flight finish first."""
+    stopped: one log line per grade, each in the sandbox given here (a task that asks for another
+    is refused with an error result). SIGTERM lets the grades in flight finish first."""
     from grader import queue as queues
     chosen = [lane.strip() for lane in lanes.split(",") if lane.strip()]
     unknown = [lane for lane in chosen if lane not in queues.LANES]
@@ -285,6 +319,11 @@ def grade_worker(broker: str, slots: int, sandbox: str, lanes: str, name: str | 
         raise click.BadParameter(f"unknown lane(s) {', '.join(unknown) or '(none given)'}; the lanes are "
                                  f"{', '.join(queues.LANES)}", param_hint="--queues")
     _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)
+    _queue_secret(secret_file)
+    try:
+        queues.check_worker()
+    except queues.WorkerRefused as err:
+        raise click.ClickException(str(err)) from err
     queues.run_worker(broker, slots=slots, sandbox=sandbox, lanes=chosen, name=name)
 
 
@@ -374,9 +413,11 @@ def export_gradescope(out: Path, exercise_name: str, course_file: Path | None):
               help="API requests a minute per token (and a burst of N).")
 @click.option("--page-rate-limit", type=click.FloatRange(min=1), default=10, show_default=True, metavar="N",
               help="Uploads a minute per address on the student page.")
+@_secret_option
 @_weak_sandbox_option
 def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, slots: int, sandbox: str,
-          store_dir: Path | None, no_page: bool, rate_limit: float, page_rate_limit: float, allow_weak_sandbox: bool):
+          store_dir: Path | None, no_page: bool, rate_limit: float, page_rate_limit: float, secret_file: Path | None,
+          allow_weak_sandbox: bool):
     """The HTTP service: API v1 (POST /v1/grades, GET /v1/grades/ID; OpenAPI at /docs), /healthz,
     and the student page at / (unless --no-page)."""
     import uvicorn
@@ -387,7 +428,11 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
         tokens = Tokens.load(tokens_file) if tokens_file else None
     except TokenFileError as err:
         raise click.ClickException(str(err)) from err
-    if not broker:  # with a queue, the workers' operator decides their sandbox
+    if broker:
+        from grader import queue as queues
+        _queue_secret(secret_file)
+        sandbox = _queued_sandbox(sandbox)
+    else:  # with a queue, the workers' operator decides their sandbox
         _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)
     # The tokens and the store are the service's: no submission graded here may read them.
     private = tuple(str(p.resolve()) for p in (tokens_file, store_dir) if p is not None)
@@ -395,7 +440,7 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
               else engines.Embedded(slots=slots, sandbox=sandbox, hidden=private))
     settings = service.Settings(engine=engine, tokens=tokens, store_dir=store_dir, page=not no_page,
                                 rate_per_minute=rate_limit, page_uploads_per_minute=page_rate_limit, sandbox=sandbox)
-    how = f"queue {broker}" if broker else f"{slots} warm {sandbox} slot{'s' if slots != 1 else ''}"
+    how = f"queue {queues.shown(broker)}" if broker else f"{slots} warm {sandbox} slot{'s' if slots != 1 else ''}"
     click.echo(f"grade serve on http://{host}:{port} · {how} · {len(tokens) if tokens else 'no'} API token(s)"
                f"{'' if no_page else ' · student page at /'}", err=True)
     uvicorn.run(service.create_app(settings), host=host, port=port, log_level="warning", lifespan="on")

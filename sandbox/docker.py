@@ -98,12 +98,38 @@ class DockerSandbox:
 
 
 OWNER_LABEL = "attention-grader.owner"
+# A queue worker's containers say which worker (its name, and this run of it) and which queue they
+# serve (grader.queue sets these in the worker's environment), so that a worker can remove what a
+# dead one left.
+WORKER_LABELS = {"attention-grader.worker": "GRADER_WORKER_NAME",
+                 "attention-grader.instance": "GRADER_WORKER_INSTANCE",
+                 "attention-grader.queue": "GRADER_WORKER_QUEUE"}
 
 
 def labels(kind: str) -> dict:
-    """The labels of a grading container or volume: what it is, and who asked for it (GRADER_OWNER,
-    e.g. one test session), so that whoever looks for leftovers sees only their own."""
-    return {"attention-grader": kind, OWNER_LABEL: os.environ.get("GRADER_OWNER", "")}
+    """The labels of a grading container or volume: what it is, who asked for it (GRADER_OWNER,
+    e.g. one test session), so that whoever looks for leftovers sees only their own, and the queue
+    worker it belongs to, if any."""
+    worker = {label: os.environ[env] for label, env in WORKER_LABELS.items() if os.environ.get(env)}
+    return {"attention-grader": kind, OWNER_LABEL: os.environ.get("GRADER_OWNER", ""), **worker}
+
+
+def remove_warm_of_dead(queue: str, alive) -> list[tuple[str, str]]:
+    """Remove the warm containers of `queue` whose worker instance is not alive(instance); the
+    (name, instance) of each one removed."""
+    import docker
+    removed = []
+    client = docker.from_env(timeout=30)
+    for container in client.containers.list(all=True, filters={"label": ["attention-grader=warm",
+                                                                         f"attention-grader.queue={queue}"]}):
+        instance = container.labels.get("attention-grader.instance", "")
+        if instance and not alive(instance):
+            try:
+                container.remove(force=True)
+                removed.append((container.name, instance))
+            except docker.errors.NotFound:  # it was on its way out already
+                pass
+    return removed
 
 
 def container_options() -> dict:
@@ -139,11 +165,14 @@ class WarmDocker(WarmSandbox):
     def _open(self):
         from docker.utils.socket import frames_iter
         client = self.cold.client()
-        # auto_remove: should this process die, the server sees its stdin close, exits, and goes.
+        # Tied to this process's life: the engine closes the server's stdin when this attachment
+        # ends (StdinOnce, which docker-py sets for a container that is not detached), so should
+        # this process die, the server reads the end of its input, exits, and goes (auto_remove).
+        # Without it the engine keeps stdin open and the container outlives its worker for good.
         self.container = client.containers.create(
             self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels=labels("warm"),
             entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image", *self._prepare_args()], stdin_open=True, init=True,
-            auto_remove=True, **container_options())
+            auto_remove=True, **{**container_options(), "detach": False})
         try:
             self.socket = client.api.attach_socket(self.container.id,
                                                    params={"stdin": 1, "stdout": 1, "stream": 1})

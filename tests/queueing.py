@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # The processes started here keep their temporary files in this folder, apart from everything else on
 # the machine: it is how they are found again (own_processes).
 OWN_TMP = Path(tempfile.mkdtemp(prefix="queue-tests-"))
+# The queue's secret for this test session, in a file only this user reads: the workers, batches and
+# services started here, and this process's own grader.queue calls, sign and check with it.
+SECRET_FILE = OWN_TMP / "queue.secret"
+SECRET_FILE.write_text(os.urandom(32).hex() + "\n")
+SECRET_FILE.chmod(0o600)
+os.environ["GRADER_QUEUE_SECRET_FILE"] = str(SECRET_FILE)
 
 
 def program(name: str) -> str:
@@ -48,21 +54,53 @@ def until(condition, timeout: float, what: str, every: float = 0.1):
 
 
 class RedisServer:
-    """A redis-server of this test's own, with the shipped configuration (an fsynced AOF)."""
+    """A redis-server of this test's own, with the shipped configuration (an fsynced AOF, protected
+    mode) and a password, as deploy/compose.yaml runs it."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, *, tls: bool = False):
+        """`tls`: only a TLS port, with a certificate for 127.0.0.1 from a CA of its own (made with
+        openssl), as the README's "Adding a machine" runs it between machines."""
         import redis
-        self.folder, self.port, self.proc = folder, free_port(), None
+        self.folder, self.port, self.proc, self.tls = folder, free_port(), None, tls
         folder.mkdir()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.client = redis.Redis(port=self.port, socket_timeout=10)
+        self.password = os.urandom(16).hex()
+        if tls:
+            self._certificates()
+            ca = folder / "ca.crt"
+            self.url = (f"rediss://:{self.password}@127.0.0.1:{self.port}/0"
+                        f"?ssl_cert_reqs=required&ssl_ca_certs={ca}")
+            self.client = redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=10, ssl=True,
+                                      ssl_ca_certs=str(ca), ssl_cert_reqs="required")
+        else:
+            self.url = f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+            self.client = redis.Redis(port=self.port, password=self.password, socket_timeout=10)
         self.start()
 
     def start(self) -> None:
         self.proc = subprocess.Popen([program("redis-server"), str(ROOT / "deploy" / "redis.conf"), "--port", str(self.port),
-                                      "--bind", "127.0.0.1", "--dir", str(self.folder), "--daemonize", "no"],
+                                      "--bind", "127.0.0.1", "--dir", str(self.folder), "--daemonize", "no",
+                                      "--requirepass", self.password, *self._tls_options()],
                                      stdout=open(self.folder / "redis.log", "a"), stderr=subprocess.STDOUT)
         until(self._answers, 30, "redis-server to answer")
+
+    def _certificates(self) -> None:
+        openssl, f = program("openssl"), self.folder
+        subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test CA",
+                        "-keyout", f / "ca.key", "-out", f / "ca.crt"], check=True, capture_output=True)
+        subprocess.run([openssl, "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+                        "-keyout", f / "redis.key", "-out", f / "redis.csr"], check=True, capture_output=True)
+        (f / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+        subprocess.run([openssl, "x509", "-req", "-in", f / "redis.csr", "-CA", f / "ca.crt", "-CAkey", f / "ca.key",
+                        "-CAcreateserial", "-days", "2", "-extfile", f / "san.ext", "-out", f / "redis.crt"],
+                       check=True, capture_output=True)
+
+    def _tls_options(self) -> list[str]:
+        if not self.tls:
+            return []
+        f = self.folder
+        return ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(f / "redis.crt"),
+                "--tls-key-file", str(f / "redis.key"), "--tls-ca-cert-file", str(f / "ca.crt"),
+                "--tls-auth-clients", "no"]
 
     def _answers(self) -> bool:
         import redis

@@ -13,20 +13,26 @@ FILES = [SUBMISSIONS / "correct" / "einsum.py", SUBMISSIONS / "buggy" / "padding
 
 
 @pytest.fixture(scope="module")
-def queue_server(tmp_path_factory):
-    """redis-server, two `grade worker`s and `grade serve --queue`, all of this module's own."""
-    folder = tmp_path_factory.mktemp("serve-queue")
-    stack = QueueStack(folder, workers=2, slots=1)
+def stack(tmp_path_factory):
+    """redis-server and two `grade worker`s (local sandbox), this module's own."""
+    stack = QueueStack(tmp_path_factory.mktemp("serve-queue"), workers=2, slots=1)
     try:
-        tokens = folder / "tokens.json"
-        token = new_token(tokens, "queue")
-        server = Server(folder, "--queue", stack.broker, "--tokens", str(tokens))
-        try:
-            yield server, token
-        finally:
-            server.stop()
+        yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="module")
+def queue_server(stack, tmp_path_factory):
+    """`grade serve --queue` on the module's stack."""
+    folder = tmp_path_factory.mktemp("serve")
+    tokens = folder / "tokens.json"
+    token = new_token(tokens, "queue")
+    server = Server(folder, "--queue", stack.broker, "--tokens", str(tokens))
+    try:
+        yield server, token
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -45,3 +51,36 @@ def test_queue_mode_reupload_is_answered_from_the_stored_result(queue_server):
     first = server.grade(token, data, "again.py")
     again = server.upload(token, data, "again.py")
     assert again.status_code == 200 and again.json()["result"] == first["result"]
+
+
+def test_a_service_started_with_a_sandbox_gets_it_or_an_error_never_another(stack, tmp_path):
+    # The workers grade in the local sandbox; a service started with --sandbox docker asks for Docker,
+    # and a client's form field naming a sandbox changes nothing (the API has none).
+    tokens = tmp_path / "tokens.json"
+    token = new_token(tokens, "docker")
+    server = Server(tmp_path, "--queue", stack.broker, "--sandbox", "docker", "--tokens", str(tokens))
+    try:
+        document = server.grade(token, FILES[0].read_bytes(), "asks-docker.py", sandbox="local")
+    finally:
+        server.stop()
+    assert document["state"] == "failed" and document["result"]["score"] is None, document
+    assert ("refused: this worker grades in the local sandbox its operator started it with, and the task asked "
+            "for the docker sandbox") in document["result"]["message"]
+
+
+def test_a_result_forged_in_redis_is_a_failed_grade_on_the_service(queue_server, stack):
+    import json
+
+    from grader import queue
+    server, token = queue_server
+    data = FILES[1].read_bytes() + b"\n# forged in redis\n"
+    gid = queue.grade_id(data, "forged.py")  # what the service asks its workers for: no sandbox named
+    forged = {"id": gid, "sha256": "", "sandbox": "local", "sig": "0" * 64,
+              "result": {**grade(FILES[0]).result, "score": 100}}
+    stack.redis.client.set(f"grader:result:{gid}", json.dumps(forged))
+    document = server.grade(token, data, "forged.py")
+    assert document["state"] == "failed" and document["result"]["score"] is None, document
+    assert "signature did not verify" in document["result"]["message"], document["result"]["message"]
+    assert stack.redis.client.get(f"grader:result:{gid}") is None  # dropped: an upload again grades it
+    again = server.grade(token, data, "forged.py")
+    assert again["state"] == "done" and summary(again["result"]) == summary(grade(FILES[1]).result)
