@@ -170,6 +170,22 @@ class Batch:
             return {}
         return {k: v for k, v in (data.get("submissions") or {}).items() if isinstance(v, dict)}
 
+    def stored_clusters(self) -> set[str] | None:
+        """The cluster ids of the results this output folder holds from before (ids come from the
+        raw runs, so no course changes them); None when it holds no graded result to tell by."""
+        found, graded = set(), False
+        for entry in self._load_index().values():
+            if entry.get("status") != Status.GRADED.value:
+                continue
+            try:
+                result = json.loads((self.out / entry.get("result_file", "")).read_text())
+            except (OSError, ValueError):
+                continue
+            graded = True
+            if isinstance(result, dict) and isinstance(result.get("cluster"), str) and result["cluster"]:
+                found.add(result["cluster"])
+        return found if graded else None
+
     # --- running ----------------------------------------------------------------------------
 
     def run(self, units: list[Unit] | None = None, on_start: Callable[[int, int], None] = lambda total, kept: None,
