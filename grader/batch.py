@@ -170,6 +170,22 @@ class Batch:
             return {}
         return {k: v for k, v in (data.get("submissions") or {}).items() if isinstance(v, dict)}
 
+    def stored_clusters(self) -> set[str] | None:
+        """The cluster ids of the results this output folder holds from before (ids come from the
+        raw runs, so no course changes them); None when it holds no graded result to tell by."""
+        found, graded = set(), False
+        for entry in self._load_index().values():
+            if entry.get("status") != Status.GRADED.value:
+                continue
+            try:
+                result = json.loads((self.out / entry.get("result_file", "")).read_text())
+            except (OSError, ValueError):
+                continue
+            graded = True
+            if isinstance(result, dict) and isinstance(result.get("cluster"), str) and result["cluster"]:
+                found.add(result["cluster"])
+        return found if graded else None
+
     # --- running ----------------------------------------------------------------------------
 
     def run(self, units: list[Unit] | None = None, on_start: Callable[[int, int], None] = lambda total, kept: None,
@@ -319,6 +335,7 @@ class Batch:
         """A row for every submission now in the folder whose result was recorded under its current
         key: a submission changed since its last grade has no row until it is graded again."""
         rows = []
+        shown = text.names(u.key for u in units)  # names that read alike are told apart
         for unit in units:
             entry = index.get(unit.key)
             if not entry or entry.get("key") != unit.grading_key(self.setting):
@@ -328,7 +345,7 @@ class Batch:
             except (OSError, ValueError, KeyError):
                 continue
             rows.append(classreport.Row(
-                submission=text.safe(unit.key, one_line=True), status=str(result.get("status")), score=result.get("score"),
+                submission=shown[unit.key], key=unit.key, status=str(result.get("status")), score=result.get("score"),
                 max_score=float(result.get("max_score") or 0), duration_s=float(result.get("duration_s") or 0),
                 bug_ids=tuple(b.get("id", "") for b in result.get("bugs") or () if isinstance(b, dict)),
                 result=result, result_file=entry["result_file"], page_file=entry.get("page_file", "")))
@@ -337,9 +354,9 @@ class Batch:
     def _write_reports(self, outcome: Outcome) -> None:
         classreport.write_gradebook(outcome.rows, self.out / "gradebook.csv")
         summary = classreport.summarize(outcome.rows)
-        graded = {row.submission for row in outcome.rows}
-        files = [similarity.File(text.safe(u.key, one_line=True), _script(u.path), similarity.sha256(u.content))
-                 for u in outcome.units if u.path is not None and text.safe(u.key, one_line=True) in graded]
+        graded = {row.key: row.submission for row in outcome.rows}
+        files = [similarity.File(graded[u.key], _script(u.path), similarity.sha256(u.content))
+                 for u in outcome.units if u.path is not None and u.key in graded]
         starter = similarity.starter_code(exercises.get(self.exercise).statement, self.template)
         classreport.write_html(summary, outcome.rows, self.out / "report.html",
                                title=f"{self.exercise}: {self.folder.name}",

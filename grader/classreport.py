@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from grader.reportparts import _anchor, _e, clusters_section, similar_section
+from grader import text as texts
+from grader.reportparts import _anchor, _e, _link, clusters_section, similar_section
 
 GRADEBOOK_HEADER = ("submission", "status", "score", "max_score", "bugs", "duration_s")
 SCORED = ("graded", "rejected")     # statuses that carry a score (a rejection scores 0)
@@ -40,7 +41,7 @@ _EPS = 1e-9
 @dataclass(frozen=True)
 class Row:
     """One submission of the batch, as the batch runner saw it."""
-    submission: str          # the submission's key: its path relative to the batch folder
+    submission: str          # the submission's name as shown (grader.text.names): its entry in the batch folder
     status: str              # "graded" | "rejected" | "error"
     score: float | None      # None when status == "error"
     max_score: float
@@ -49,6 +50,7 @@ class Row:
     result: dict | None = None   # the native result JSON; None when no result exists
     result_file: str = ""        # path of the result JSON relative to the output folder, for links
     page_file: str = ""          # path of the student's feedback page (grader.pages), for links
+    key: str = ""                # the entry's name as it is (the index's key), when it is known
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class ClassSummary:
     histogram: tuple[int, ...]           # BINS counts of graded + rejected, by fraction of max
     bugs: tuple[BugCount, ...]           # mistakes most common first, then advice
     weakest: tuple[GroupStat, ...]       # at most TOP_GROUPS groups that lost points, worst first
+    lookalikes: tuple[tuple[str, ...], ...] = ()  # names (as shown) that read the same as another
 
     def bin_labels(self) -> list[str]:
         """'0–10', '10–20', ... in points of max_score (in percent when there is no max)."""
@@ -143,7 +146,15 @@ def summarize(rows: list[Row]) -> ClassSummary:
         histogram=_histogram(scored),
         bugs=_bug_counts(rows),
         weakest=_weakest_groups([r for r in rows if r.status == "graded"]),
+        lookalikes=_lookalikes(rows),
     )
+
+
+def _lookalikes(rows: list[Row]) -> tuple[tuple[str, ...], ...]:
+    """The submissions whose names read the same (grader.text.lookalikes), by their shown names:
+    several students, or one student under several names, for the instructor to tell apart."""
+    shown = {row.key or row.submission: row.submission for row in rows}
+    return tuple(tuple(shown[raw] for raw in group) for group in texts.lookalikes(shown))
 
 
 def _score(row: Row) -> float:
@@ -260,7 +271,7 @@ def render_html(summary: ClassSummary, rows: list[Row], *, title: str, similar=(
     if not rows:
         body.append('<p class="muted">No submissions.</p>')
     else:
-        body += [_cards(summary), _errors_alert(summary, rows),
+        body += [_cards(summary), _errors_alert(summary, rows), _lookalikes_alert(summary),
                  "<h2>Score distribution</h2>", _histogram_svg(summary),
                  _bugs_section(summary), clusters_section(clusters), _groups_section(summary),
                  similar_section(similar), _submissions_section(summary, rows)]
@@ -291,6 +302,16 @@ def _errors_alert(s: ClassSummary, rows: list[Row]) -> str:
     return (f'<div class="alert"><strong>{s.errors} {noun} could not be graded</strong> because the '
             f"grader failed; no score was recorded. Rerun {'it' if s.errors == 1 else 'them'}:"
             f"<ul>{items}</ul></div>")
+
+
+def _lookalikes_alert(s: ClassSummary) -> str:
+    if not s.lookalikes:
+        return ""
+    items = "".join("<li>" + " · ".join(_link(name) for name in group) + "</li>" for group in s.lookalikes)
+    return ('<div class="alert" id="lookalikes"><strong>Names that read the same</strong>: each of these is '
+            "graded as a submission of its own, though their names look alike (an invisible character, or a "
+            "letter of another alphabet, shown here as its code such as <code>\\u0430</code>). Check who "
+            f"handed in which before the grades go out.<ul>{items}</ul></div>")
 
 
 def _histogram_svg(s: ClassSummary) -> str:
@@ -394,7 +415,8 @@ _BLOCKS = "▁▂▃▄▅▆▇█"
 
 
 def print_summary(summary: ClassSummary, console: Console) -> None:
-    """A summary of at most 12 lines: counts, scores, histogram, top bugs, weakest groups, errors.
+    """A summary of at most 12 lines: counts, scores, histogram, top bugs, weakest groups, errors;
+    then a line for each group of submission names that read the same.
 
     Student text goes in as `Text`, never parsed as markup, so a name like "[red]x" prints as is."""
     if not summary.total:
@@ -423,6 +445,9 @@ def print_summary(summary: ClassSummary, console: Console) -> None:
         grid.add_row(Text("Errors", style="bold red"),
                      Text(f"{s.errors} to rerun: " + ", ".join(s.error_submissions), style="red"))
     console.print(grid)
+    for group in s.lookalikes:
+        console.print(Text.assemble(("Names that read the same", "bold yellow"), " (graded separately; check who "
+                                    "handed in which): ", (" · ".join(group), "yellow")))
 
 
 def spark(counts: tuple[int, ...] | list[int]) -> str:

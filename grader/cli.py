@@ -13,6 +13,7 @@ import exercise as exercises
 import sandbox.registry as registry
 from sandbox.backend import SandboxUnavailable
 from grader import __version__, formats, grading, platforms, render, text
+from grader.course import TIME_LIMIT_S, check_time_limit
 from grader.errors import SubmissionRejected
 from grader.result import GradeResult, Status
 
@@ -83,6 +84,12 @@ def _course_option(f):
                              "time limit, names of mistake clusters (see `grade exercises --groups`).")(f)
 
 
+class BadInput(click.ClickException):
+    """A bad command line whose message says it all (a course file's line and key): one line of
+    error, without Click's usage block, and exit status 2 as for any bad command line."""
+    exit_code = 2
+
+
 def _course(course_file: Path | None, exercise_name: str):
     """The course file read against the exercise; a bad one is a bad command line (exit 2)."""
     if course_file is None:
@@ -91,7 +98,28 @@ def _course(course_file: Path | None, exercise_name: str):
     try:
         return course.load(course_file, exercises.get(exercise_name))
     except course.CourseError as err:
-        raise click.BadParameter(str(err), param_hint="--course") from err
+        raise BadInput(f"--course {err}") from err
+
+
+def _time_limit_option(help: str):
+    """--time-limit SECONDS: a finite number within the range a course file's time_limit_s has."""
+    def check(ctx, param, value: str | None) -> float | None:
+        if value is None:
+            return None
+        try:
+            return check_time_limit(_number(value), "--time-limit")
+        except ValueError as err:
+            raise BadInput(str(err)) from err
+    low, high = TIME_LIMIT_S
+    return click.option("--time-limit", metavar="SECONDS", callback=check, help=help.format(range=f"{low:g} to {high:g}"))
+
+
+def _number(text: str) -> float | str:
+    """`text` as a float where it reads as one (check_time_limit then says what it must be)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _check_exercise(ctx, param, name: str) -> str:
@@ -139,8 +167,7 @@ def _check_redis_url(ctx, param, url: str | None) -> str | None:
               help="The layout of the --json file: the native result, or a platform's results.json.")
 @_sandbox_option()
 @_exercise_option
-@click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
-              help="Wall-clock limit for the whole grade (default: the exercise's own).")
+@_time_limit_option("Wall-clock limit for the whole grade, {range} (default: the exercise's own).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on the terminal.")
 @_course_option
 def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, exercise_name: str,
@@ -193,8 +220,7 @@ def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | Non
 @click.option("--force", is_flag=True, help="Regrade everything, even submissions already graded under the same key.")
 @click.option("--cold", is_flag=True,
               help="A fresh sandbox and a cold start per submission, as `grade FILE` does (slower; for comparison).")
-@click.option("--time-limit", type=click.FloatRange(min=1), metavar="SECONDS",
-              help="Wall-clock limit per submission (default: the course's, else the exercise's own).")
+@_time_limit_option("Wall-clock limit per submission, {range} (default: the course's, else the exercise's own).")
 @click.option("--queue", "queue_url", metavar="redis://HOST:PORT/DB", callback=_check_redis_url,
               help="Send the submissions to the `grade worker`s of this Redis instead of grading them here.")
 @_secret_option
@@ -249,6 +275,13 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
     job = batches.Batch(folder, out, exercise=exercise_name, sandbox=sandbox, jobs=jobs, warm=not cold,
                         force=force, wall_s=time_limit, queue=queue_url, course=course, template=template)
+    known = job.stored_clusters() if course is not None and course.clusters else None
+    if known is not None:  # the clusters of the class graded before: a course names only those
+        from grader.course import CourseError
+        try:
+            course.check_clusters(known)
+        except CourseError as err:
+            raise BadInput(f"--course {err}") from err
     unreachable: tuple = ()
     if queue_url:
         from grader.queue import QueueUnavailable

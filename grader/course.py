@@ -9,7 +9,7 @@ and names for clusters of mistakes outside the catalog, without touching the exe
     visibility = "hidden"
     [advice.some_advice_id]             # a finding that is advice by default
     points = 2
-    [clusters.c1a2b3c4d5]              # an id from the class report's clusters
+    [clusters.c1a2b3c4d5e]             # an id from the class report's clusters
     title = "The output is halved"
     fix = "Return self.proj(y) as it is."
 
@@ -26,11 +26,13 @@ import functools
 import hashlib
 import importlib
 import json
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.errors import GraderError
 from grader.result import Bug, TestResult, TestStatus, Visibility
 
 VISIBILITIES = tuple(v.value for v in Visibility)
@@ -38,10 +40,29 @@ TOP_KEYS = ("time_limit_s", "groups", "advice", "clusters")
 GROUP_KEYS = ("points", "visibility")
 ADVICE_KEYS = ("points",)
 CLUSTER_KEYS = ("title", "fix", "explanation", "match")
+# The ranges a course's numbers must lie in: points of a group and the cost of an advice (a
+# deduction larger than any course's full marks is a typo), and the grade's wall clock (an hour is
+# far above any honest solution's seconds; beyond it the sandbox's timers overflow).
+MAX_POINTS = 1000.0
+TIME_LIMIT_S = (1.0, 3600.0)
+CLUSTER_ID = re.compile(r"c[0-9a-f]{10}")   # grader.clusters.signature
 
 
-class CourseError(ValueError):
-    """The course file is not valid; the message names the key and its line."""
+class CourseError(GraderError, ValueError):
+    """The course file is not valid; the message names the file, the key and its line."""
+
+
+def check_number(value, *, low: float, high: float, what: str) -> float:
+    """`value` as a float when it is a finite number within [low, high]; else a ValueError whose
+    message says what it must be (`what`: its name as the user wrote it)."""
+    if not _is_number(value) or not math.isfinite(value) or not low <= value <= high:
+        raise ValueError(f"{what} must be a number from {low:g} to {high:g} (got {value!r})")
+    return float(value)
+
+
+def check_time_limit(value, what: str = "time_limit_s") -> float:
+    """A grade's wall clock in seconds, within TIME_LIMIT_S (the course file's and --time-limit's)."""
+    return check_number(value, low=TIME_LIMIT_S[0], high=TIME_LIMIT_S[1], what=what)
 
 
 @dataclass(frozen=True)
@@ -124,6 +145,14 @@ class Course:
             out.append(dataclasses.replace(bug, advice=False, affects=(*bug.affects, bug.id)))
         return tuple(out), tuple(tests)
 
+    def check_clusters(self, known: set[str]) -> None:
+        """Refuse a [clusters.ID] that names none of the class's clusters (`known`), listing them."""
+        for cluster in self.clusters:
+            if cluster.match not in known:
+                listed = ", ".join(sorted(known)) or "none (no submission lost points to an unnamed mistake)"
+                raise CourseError(f"{self.name}{_line_of(self, cluster)}: [clusters.{cluster.id}] names no cluster of "
+                                  f"this class; its clusters: {listed}")
+
     def cluster_name(self, cluster_id: str) -> ClusterName | None:
         return next((c for c in self.clusters if c.match == cluster_id), None)
 
@@ -136,7 +165,7 @@ def load(path: Path, exercise) -> Course:
         data = path.read_bytes()
     except OSError as err:
         raise CourseError(f"cannot read the course file {path}: {err.strerror or err}") from err
-    text = data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8-sig", errors="replace")  # a BOM (Windows editors write one) is no TOML
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -150,8 +179,11 @@ def _parse(doc: dict, text: str, name: str, sha256: str, exercise) -> Course:
     advice_ids = advice_findings(exercise)
     _only(doc, TOP_KEYS, (), where)
     limit = doc.get("time_limit_s")
-    if limit is not None and not (_is_number(limit) and limit >= 1):
-        raise where.error(("time_limit_s",), f"time_limit_s must be a number of seconds, at least 1 (got {limit!r})")
+    if limit is not None:
+        try:
+            limit = check_time_limit(limit, "time_limit_s (seconds)")
+        except ValueError as err:
+            raise where.error(("time_limit_s",), str(err)) from None
     points, visibility = {}, {}
     for group, settings in _entries(doc, "groups", GROUP_KEYS, where, known=groups,
                                     unknown=f"the exercise's test groups: {', '.join(groups)} "
@@ -170,18 +202,36 @@ def _parse(doc: dict, text: str, name: str, sha256: str, exercise) -> Course:
             advice[bug_id] = _points(settings["points"], ("advice", bug_id, "points"), where)
     clusters = []
     for cluster_id, settings in _entries(doc, "clusters", CLUSTER_KEYS, where):
+        match = settings.get("match", cluster_id)
+        if not isinstance(match, str) or not CLUSTER_ID.fullmatch(match):
+            key = ("clusters", cluster_id, "match") if "match" in settings else ("clusters", cluster_id)
+            named = f"[clusters.{cluster_id}] match" if "match" in settings else f"[clusters.{cluster_id}]"
+            raise where.error(key, f"{named} names no cluster: a cluster id is c and 10 hex digits, as the class "
+                                   f"report's clusters show them (got {match!r})")
         for key in ("title", "fix"):
             if not isinstance(settings.get(key), str) or not settings[key].strip():
                 raise where.error(("clusters", cluster_id, key) if key in settings else ("clusters", cluster_id),
                                   f"[clusters.{cluster_id}] needs {key} = \"...\" (a non-empty string)")
-        for key in ("explanation", "match"):
+        for key in ("explanation",):
             if key in settings and not isinstance(settings[key], str):
                 raise where.error(("clusters", cluster_id, key), f"[clusters.{cluster_id}] {key} must be a string")
         clusters.append(ClusterName(id=cluster_id, match=settings.get("match", cluster_id),
                                     title=settings["title"].strip(), fix=settings["fix"].strip(),
                                     explanation=settings.get("explanation", "").strip()))
-    return Course(name=name, sha256=sha256, time_limit_s=float(limit) if limit is not None else None,
-                  points=points, visibility=visibility, advice=advice, clusters=tuple(clusters))
+    course = Course(name=name, sha256=sha256, time_limit_s=limit, points=points, visibility=visibility,
+                    advice=advice, clusters=tuple(clusters))
+    if points and course.max_score(exercise) <= 0:
+        raise where.error(("groups",), "the test groups' points add up to 0: every grade would be 0 / 0; give "
+                                       "at least one group points")
+    return course
+
+
+def _line_of(course: Course, cluster: ClusterName) -> str:
+    try:
+        line = _Locator(Path(course.name).read_text(encoding="utf-8-sig"), course.name).line(("clusters", cluster.id))
+    except (OSError, UnicodeDecodeError):
+        line = None
+    return f" line {line}" if line else ""
 
 
 def _is_number(value) -> bool:
@@ -189,9 +239,10 @@ def _is_number(value) -> bool:
 
 
 def _points(value, key: tuple[str, ...], where: _Locator) -> float:
-    if not (_is_number(value) and value >= 0):
-        raise where.error(key, f"[{'.'.join(key[:-1])}] points must be a number, 0 or more (got {value!r})")
-    return float(value)
+    try:
+        return check_number(value, low=0, high=MAX_POINTS, what=f"[{'.'.join(key[:-1])}] points")
+    except ValueError as err:
+        raise where.error(key, str(err)) from None
 
 
 def _entries(doc: dict, name: str, allowed: tuple[str, ...], where: _Locator, known=None, unknown: str = ""):

@@ -88,10 +88,22 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 # /autograder/results/results.json. Exit status 1 means the grader itself failed: no score is
 # recorded, and Gradescope shows the run as failed so that it can be rerun.
 here=$(cd "$(dirname "$0")" && pwd)
-exec "${{GRADER:-{prefix}/bin/grade}}" platform gradescope --root "${{AUTOGRADER_ROOT:-/autograder}}" \\
-  --sandbox local --exercise {exercise}{course}
+root=${{AUTOGRADER_ROOT:-/autograder}}
+{course}exec "${{GRADER:-{prefix}/bin/grade}}" platform gradescope --root "$root" \\
+  --sandbox local --exercise {exercise}{course_flag}
 """
-COURSE_FILE = "course.toml"  # beside run_autograder in the bundle
+# Gradescope unzips the bundle into /autograder/source and copies run_autograder alone to
+# /autograder: the course file is looked for there first, then beside the script (run from source/).
+FIND_COURSE = """course=""
+for candidate in "$root/source/{name}" "$here/{name}"; do
+  if [ -f "$candidate" ]; then course=$candidate; break; fi
+done
+if [ -z "$course" ]; then
+  echo "run_autograder: this autograder's {name} is in neither $root/source nor $here" >&2
+  exit 1
+fi
+"""
+COURSE_FILE = "course.toml"  # at the bundle's top, which Gradescope unzips into /autograder/source
 
 PREFIX = "/opt/attention-grader"
 SOURCE_PARTS = ("pyproject.toml", "README.md", "grader", "sandbox", "exercise")
@@ -113,9 +125,10 @@ def gradescope_bundle(out: Path, exercise: str, course: Path | None = None) -> i
     count = 0
     try:
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as bundle:
-            flag = f' --course "$here/{COURSE_FILE}"' if course else ""
-            for name, text in (("setup.sh", SETUP_SH.format(prefix=PREFIX)),
-                               ("run_autograder", RUN_AUTOGRADER.format(prefix=PREFIX, exercise=exercise, course=flag))):
+            run = RUN_AUTOGRADER.format(prefix=PREFIX, exercise=exercise,
+                                        course=FIND_COURSE.format(name=COURSE_FILE) if course else "",
+                                        course_flag=' --course "$course"' if course else "")
+            for name, text in (("setup.sh", SETUP_SH.format(prefix=PREFIX)), ("run_autograder", run)):
                 info = zipfile.ZipInfo(name)
                 info.external_attr = (stat.S_IFREG | 0o755) << 16
                 info.compress_type = zipfile.ZIP_DEFLATED

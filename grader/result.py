@@ -5,20 +5,20 @@ import dataclasses
 import enum
 from dataclasses import dataclass, field
 
-from grader.text import safe
+from grader.text import name, safe
 
 SCHEMA = 1
 
 
-def _sanitised(obj, one_line: tuple[str, ...]) -> None:
+def _sanitised(obj, one_line: tuple[str, ...], names: tuple[str, ...] = ()) -> None:
     """Pass every text field of a result's part through the one sanitiser as it is made, so that no
     output (terminal, JSON, CSV, HTML, platforms) can receive what a student's run or file name
-    put there raw. `one_line`: the fields shown as names or titles."""
+    put there raw. `one_line`: the fields shown as ids or titles; `names`: submission names."""
     for f in dataclasses.fields(obj):
         if f.metadata.get("raw"):
             continue  # kept as the harness wrote it, never shown: what a rescore reads
         value = getattr(obj, f.name)
-        cleaned = _clean(value, f.name in one_line)
+        cleaned = name(value) if f.name in names else _clean(value, f.name in one_line)
         if cleaned is not value:
             object.__setattr__(obj, f.name, cleaned)
 
@@ -160,7 +160,7 @@ class GradeResult:
     report: dict | None = field(default=None, compare=False, repr=False, metadata={"raw": True})
 
     def __post_init__(self):
-        _sanitised(self, ("exercise", "submission_name", "submission_sha256"))
+        _sanitised(self, ("exercise", "submission_sha256"), names=("submission_name",))
 
     def groups(self) -> list[Group]:
         order: dict[str, list[TestResult]] = {}

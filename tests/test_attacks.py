@@ -33,6 +33,7 @@ import shutil
 import sysconfig
 import tempfile
 import time
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -49,13 +50,23 @@ WATCHED = [ROOT, ROOT / "sandbox", ROOT / "grader", ROOT / "exercise", ROOT / "e
            Path("/grade/results"), Path("/")]
 OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container")
 ATTACK_MARK = "attack-daemon"     # a process an attack started, whatever its environment
-# What must never reach a screen or a result file raw (written out here, not taken from the grader).
-RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# What must never reach a screen or a result file raw (written out here, not taken from the grader):
+# every character that prints nothing, by its Unicode category (controls but newline and tab,
+# format characters such as the bidi controls, zero-width spaces, the soft hyphen, tag characters
+# and the BOM; surrogates, private use, unassigned; the line and paragraph separators), and the
+# fillers and variation selectors that print nothing though Unicode calls them letters or marks.
+FILLERS = re.compile("[\u034f\u115f\u1160\u3164\uffa0\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
+
+def hidden(text: str) -> bool:
+    """Whether `text` holds a character that prints nothing (see FILLERS)."""
+    return any((unicodedata.category(ch)[0] == "C" and ch not in "\n\t") or unicodedata.category(ch) in ("Zl", "Zp")
+               for ch in text if not ("\x20" <= ch <= "\x7e")) or bool(FILLERS.search(text))
 
 
 def raw_text(result: dict | None, terminal: str) -> list[str]:
-    """The strings of the terminal text and the result that hold a character of RAW."""
-    found = [terminal] if RAW.search(terminal.replace("\r\n", "\n")) else []
+    """The strings of the terminal text and the result that hold a character that prints nothing."""
+    found = [terminal] if hidden(terminal.replace("\r\n", "\n")) else []
 
     def walk(node):
         if isinstance(node, dict):
@@ -65,7 +76,7 @@ def raw_text(result: dict | None, terminal: str) -> list[str]:
         elif isinstance(node, list):
             for value in node:
                 walk(value)
-        elif isinstance(node, str) and RAW.search(node):
+        elif isinstance(node, str) and hidden(node):
             found.append(node)
     walk(result)
     return [repr(text[:300]) for text in found]

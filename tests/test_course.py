@@ -131,6 +131,17 @@ INVALID = [
     ("[advice.mask_device_mismatch]\ncost = 2\n", "cost", 2),
     ("[clusters.c0123456789]\ntitle = \"x\"\n", "fix", 1),
     ("[grups.test_layers]\npoints = 1\n", "grups", 1),
+    ("[groups.test_layers]\npoints = inf\n", "points", 2),
+    ("[groups.test_layers]\npoints = nan\n", "points", 2),
+    ("[groups.test_layers]\npoints = 1e12\n", "points", 2),
+    ("[groups.test_layers]\npoints = true\n", "points", 2),
+    ("time_limit_s = inf\n", "time_limit_s", 1),
+    ("\n\ntime_limit_s = 1e12\n", "time_limit_s", 3),
+    ("time_limit_s = 0\n", "time_limit_s", 1),
+    ("[advice.mask_device_mismatch]\npoints = -inf\n", "points", 2),
+    ("[advice.mask_device_mismatch]\npoints = 1e9\n", "points", 2),
+    ("[clusters.cb3bf74079]\ntitle = \"x\"\nfix = \"y\"\n", "cb3bf74079", 1),
+    ("[clusters.mine]\nmatch = \"C0123456789\"\ntitle = \"x\"\nfix = \"y\"\n", "match", 2),
 ]
 
 
@@ -141,8 +152,61 @@ def test_an_invalid_course_file_names_the_key_and_its_line(tmp_path, text, key, 
     proc = subprocess.run([sys.executable, "-m", "grader", str(EXAMPLES / "correct.py"), "--course", str(course)],
                           capture_output=True, text=True, timeout=120, env=ENV)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    message = " ".join(proc.stderr.split())
-    assert key in message and f"line {line}:" in message, message
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Usage" not in proc.stderr, proc.stderr  # one line
+    message = proc.stderr.strip()
+    assert f"{course} line {line}:" in message and key in message, message
+
+
+def test_an_out_of_range_number_names_the_range(tmp_path):
+    course = tmp_path / "course.toml"
+    course.write_text("[groups.test_layers]\npoints = inf\n")
+    proc = subprocess.run([sys.executable, "-m", "grader", str(EXAMPLES / "correct.py"), "--course", str(course)],
+                          capture_output=True, text=True, timeout=120, env=ENV)
+    assert proc.stderr.strip() == (f"Error: --course {course} line 2: [groups.test_layers] points must be a number "
+                                   "from 0 to 1000 (got inf)")
+
+
+def test_points_that_add_up_to_0_are_refused(tmp_path):
+    groups = subprocess.run([sys.executable, "-m", "grader", "exercises", "--groups", "causal-self-attention"],
+                            capture_output=True, text=True, timeout=60).stdout.splitlines()
+    course = tmp_path / "course.toml"
+    course.write_text("".join(f"[groups.{line.split()[0]}]\npoints = 0\n" for line in groups))
+    proc = subprocess.run([sys.executable, "-m", "grader", str(EXAMPLES / "correct.py"), "--course", str(course)],
+                          capture_output=True, text=True, timeout=120, env=ENV)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"{course} line 1:" in proc.stderr and "add up to 0" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e12", "0", "-5", "soon"])
+def test_a_time_limit_out_of_range_is_one_line_of_error(tmp_path, value):
+    for command in ([str(EXAMPLES / "correct.py")], ["batch", str(EXAMPLES), "--out", str(tmp_path / "out")]):
+        proc = subprocess.run([sys.executable, "-m", "grader", *command, f"--time-limit={value}"],
+                              capture_output=True, text=True, timeout=120, env=ENV)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            f"Error: --time-limit must be a number from 1 to 3600 (got {float(value) if value != 'soon' else value!r})"]
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_course_file_with_a_byte_order_mark_is_read_as_text(tmp_path):
+    course = tmp_path / "course.toml"
+    course.write_bytes(b"\xef\xbb\xbf# saved by a Windows editor\n[groups.test_matches_multihead_attention]\n"
+                       b"points = 40\n")
+    proc = subprocess.run([sys.executable, "-m", "grader", str(EXAMPLES / "correct.py"), "--course", str(course),
+                           "--json", "-"], capture_output=True, text=True, timeout=300, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["max_score"] == 110 and result["score"] == 110, (result["score"], result["max_score"])
+
+
+def test_export_refuses_a_course_that_cannot_grade(tmp_path):
+    course = tmp_path / "course.toml"
+    course.write_text("[groups.test_layers]\npoints = inf\n")
+    bundle = tmp_path / "autograder.zip"
+    proc = subprocess.run([sys.executable, "-m", "grader", "export", "gradescope", str(bundle), "--course", str(course)],
+                          capture_output=True, text=True, timeout=120, env=ENV)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "points must be a number from 0 to 1000 (got inf)" in proc.stderr and not bundle.exists()
 
 
 def test_exercises_lists_the_groups_a_course_sets():
@@ -187,6 +251,21 @@ def reweighted(graded):
     rescored = batch_without_sandbox(root / "class", root / "rescored", "--course", str(course))
     full = batch(root / "class", root / "full", "--jobs", "2", "--course", str(course))
     return course, rescored, full
+
+
+def test_a_course_naming_no_cluster_of_the_class_is_refused_with_the_clusters_listed(graded, tmp_path):
+    root, first = graded
+    known = sorted({first.result(name)["cluster"] for name in first.index() if first.result(name).get("cluster")})
+    assert known, "the class has clusters"
+    course = tmp_path / "course.toml"
+    course.write_text(f'[clusters.c0000000000]\ntitle = "A typo"\nfix = "..."\n[clusters.{known[0]}]\ntitle = "x"\n'
+                      'fix = "y"\n')
+    before = (root / "out" / "index.json").read_text()
+    run = batch_without_sandbox(root / "class", root / "out", "--course", str(course))
+    assert run.exit_code == 2 and len(run.output.strip().splitlines()) == 1, run.output
+    assert f"{course} line 1: [clusters.c0000000000] names no cluster of this class" in run.output
+    assert all(cid in run.output for cid in known)
+    assert (root / "out" / "index.json").read_text() == before  # nothing graded, nothing rescored
 
 
 def test_a_reweight_rescores_the_stored_batch_without_a_sandbox(graded, reweighted):

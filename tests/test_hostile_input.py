@@ -7,6 +7,7 @@ result with a reason: never a traceback, an `error` status or a stopped batch.
 """
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
@@ -107,7 +108,7 @@ def test_a_hostile_class_gives_each_entry_its_own_row_and_grades_the_rest(tmp_pa
     assert not raw_text(None, run.output + written[run.out / "report.html"] + written[run.out / "gradebook.csv"])
     # The cell a spreadsheet splitting at ';' would run is guarded where it starts.
     assert "x;'=1+1;.py" in run.gradebook()
-    assert "M\ufffdller.py" in run.gradebook()
+    assert "M\\udcfcller.py" in run.gradebook()       # the byte that is not UTF-8, shown as its escape
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -116,7 +117,8 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("fmt", ["native", "gradescope", "prairielearn"])
-@pytest.mark.parametrize("attack", ["surrogate_message_at_import", "bidi_c1_and_surrogates_in_messages"])
+@pytest.mark.parametrize("attack", ["surrogate_message_at_import", "bidi_c1_and_surrogates_in_messages",
+                                    "invisible_characters_in_messages"])
 def test_grade_file_writes_a_clean_result_in_every_format(tmp_path, fmt, attack):
     submission = tmp_path / NOT_UTF8
     shutil.copy(ATTACKS / f"{attack}.py", submission)
@@ -127,7 +129,8 @@ def test_grade_file_writes_a_clean_result_in_every_format(tmp_path, fmt, attack)
 
 @pytest.mark.parametrize("platform,upload", [("gradescope", "submission"), ("prairielearn", "student")])
 def test_platform_entry_points_write_their_results_for_hostile_uploads(tmp_path, platform, upload):
-    for case, attack in (("import", "surrogate_message_at_import"), ("forward", "bidi_c1_and_surrogates_in_messages")):
+    for case, attack in (("import", "surrogate_message_at_import"), ("forward", "bidi_c1_and_surrogates_in_messages"),
+                         ("invisible", "invisible_characters_in_messages")):
         root = tmp_path / case
         (root / upload).mkdir(parents=True)
         shutil.copy(ATTACKS / f"{attack}.py", root / upload / NOT_UTF8)
@@ -135,6 +138,69 @@ def test_platform_entry_points_write_their_results_for_hostile_uploads(tmp_path,
         assert ran.returncode == 0 and "Traceback" not in ran.stderr, ran.stderr[-3000:]
         assert not raw_text(json.loads((root / "results" / "results.json").read_text(encoding="utf-8")),
                             ran.stdout + ran.stderr)
+
+
+INVISIBLE = {"\u200b": r"\u200b", "\u2060": r"\u2060", "\u00ad": r"\xad", "\ufeff": r"\ufeff",
+             "\u2028": r"\u2028", "\u2029": r"\u2029", "\U000e0031": r"\U000e0031", "\ue000": r"\ue000",
+             "\u3164": r"\u3164"}
+
+
+def test_grade_file_shows_each_invisible_character_of_a_message_as_its_escape(tmp_path):
+    """The student's exception message hides characters that print nothing: the terminal and the
+    JSON show each as the escape Python writes for it, where it was, and never the character."""
+    submission = tmp_path / "attn.py"
+    shutil.copy(ATTACKS / "invisible_characters_in_messages.py", submission)
+    ran = subprocess.run([sys.executable, "-m", "grader", str(submission), "--json", str(tmp_path / "out.json")],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400"})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    doc = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    shown = doc["feedback"] + ran.stdout
+    assert not [ch for ch in INVISIBLE if ch in json.dumps(doc, ensure_ascii=False) + ran.stdout + ran.stderr]
+    assert [escaped for escaped in INVISIBLE.values() if escaped not in shown] == []
+    assert r"ValueError: expected\u200b shape\u200c\u200d\u2060 ok\xad \ufeffBOM" in ran.stdout
+    assert not raw_text(doc, ran.stdout + ran.stderr)
+
+
+def test_a_batch_tells_names_that_read_the_same_apart_and_flags_them(tmp_path):
+    """`alice.py`, `alice` + a zero-width space + `.py`, and `аlice.py` with a Cyrillic а: three
+    students (or one under three names), three rows that must not read the same anywhere, and a
+    notice to the instructor on the terminal and in the report."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "alice.py").write_text(CORRECT)
+    (folder / "alice\u200b.py").write_text("import torch\n")            # no class: rejected, quickly
+    (folder / "\u0430lice.py").write_text("print('hello')\n")
+    (folder / "bob.py").write_text("x = 1\n")
+    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", "local")
+    assert run.exit_code == 0, run.output[-3000:]
+    shown = ["alice.py", r"alice\u200b.py", r"\u0430lice.py"]
+    assert sorted(run.gradebook()) == sorted([*shown, "bob.py"])
+    assert run.gradebook()["alice.py"]["score"] == "100"
+    # The raw names stay the index's keys (what a rerun matches); every result shows its name escaped.
+    assert set(run.index()) == {"alice.py", "alice\u200b.py", "\u0430lice.py", "bob.py"}
+    assert run.result("alice\u200b.py")["submission"]["name"] == r"alice\u200b.py"
+    assert run.result("\u0430lice.py")["submission"]["name"] == r"\u0430lice.py"
+    notice = [line for line in run.output.splitlines() if "Names that read the same" in line]
+    assert len(notice) == 1 and all(name in notice[0] for name in shown) and "bob.py" not in notice[0], run.output
+    report = (run.out / "report.html").read_text(encoding="utf-8")
+    alert = report[report.index('id="lookalikes"'):]
+    alert = alert[:alert.index("</div>")]
+    assert all(f"<code>{html.escape(name)}</code>" in alert for name in shown) and "bob.py" not in alert
+    listing = report[report.index("<h2>Submissions</h2>"):]
+    for name in shown:   # the submissions table lists each under its own name
+        assert listing.count(f"<code>{html.escape(name)}</code></a>") == 1, name
+    assert not raw_text(None, run.output + report + (run.out / "gradebook.csv").read_text(encoding="utf-8"))
+    assert "\u0430" not in run.output + report
+
+
+def test_grade_file_shows_a_mixed_alphabet_name_escaped(tmp_path):
+    submission = tmp_path / "\u0430lice.py"            # a Cyrillic а among Latin letters
+    shutil.copy(EXAMPLES / "correct.py", submission)
+    ran = cli(str(submission), "--json", str(tmp_path / "out.json"), "--format", "gradescope")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert r"\u0430lice.py" in ran.stdout and "\u0430" not in ran.stdout
+    assert "\u0430" not in (tmp_path / "out.json").read_text(encoding="utf-8")
 
 
 def test_platform_upload_with_a_link_out_of_it_is_rejected_unread(tmp_path):

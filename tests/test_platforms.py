@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,6 +15,7 @@ import pytest
 
 from grader import formats
 from grader import result as results_mod
+from sandbox.docker import labels
 from tests.conftest import EXAMPLES, ROOT, SUBMISSIONS
 
 GS_FORMATS = {"text", "simple_format", "html", "md", "ansi"}
@@ -147,14 +149,23 @@ def test_results_left_by_the_student_are_replaced_never_followed(tmp_path):
     assert not (tmp_path / "results" / "results.json").is_symlink()
 
 
-def test_gradescope_export_bundle_installs_and_runs(tmp_path):
-    """The zip's setup.sh installs the grader (from the local wheelhouse here, PyPI on Gradescope),
-    and its run_autograder grades an upload the way Gradescope calls it."""
+COURSE = "[groups.test_matches_multihead_attention]\npoints = 40\n"   # full marks 110 instead of 100
+
+
+def gradescope_layout(tmp_path: Path, *course: str) -> Path:
+    """`grade export gradescope` (with `course`, a course file's text), laid out as Gradescope
+    documents it: the zip unzipped into autograder/source, run_autograder copied alone to
+    autograder/, the upload in autograder/submission. Returns the autograder folder."""
     bundle = tmp_path / "autograder.zip"
-    proc = subprocess.run([sys.executable, "-m", "grader", "export", "gradescope", str(bundle)],
+    extra = []
+    if course:
+        (tmp_path / "course.toml").write_text(course[0])
+        extra = ["--course", str(tmp_path / "course.toml")]
+    proc = subprocess.run([sys.executable, "-m", "grader", "export", "gradescope", str(bundle), *extra],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    source = tmp_path / "autograder" / "source"
+    root = tmp_path / "autograder"
+    source = root / "source"
     with zipfile.ZipFile(bundle) as z:
         names = z.namelist()
         assert {"setup.sh", "run_autograder"} <= set(names)
@@ -163,20 +174,66 @@ def test_gradescope_export_bundle_installs_and_runs(tmp_path):
         z.extractall(source)
     for name in ("setup.sh", "run_autograder"):
         os.chmod(source / name, 0o755)
+    shutil.copy2(source / "run_autograder", root / "run_autograder")
+    upload(root / "submission", EXAMPLES / "view_without_contiguous.py")
+    return root
+
+
+def test_gradescope_export_bundle_installs_and_runs(tmp_path):
+    """The zip's setup.sh installs the grader (from the local wheelhouse here, PyPI on Gradescope),
+    and run_autograder, copied to the autograder folder as Gradescope does, grades an upload under
+    the course file the bundle carries (which stays in source/)."""
+    root = gradescope_layout(tmp_path, COURSE)
     prefix = tmp_path / "opt"
     env = {**os.environ, "GRADER_PREFIX": str(prefix), "PIP_NO_INDEX": "1",
            "PIP_FIND_LINKS": str(ROOT / "wheelhouse"), "PATH": f"{Path(sys.base_prefix) / 'bin'}:{os.environ['PATH']}"}
-    setup = subprocess.run(["bash", str(source / "setup.sh")], capture_output=True, text=True, timeout=600, env=env)
+    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], capture_output=True, text=True, timeout=600,
+                           env=env)
     assert setup.returncode == 0, setup.stderr[-3000:]
     assert "causal-self-attention" in setup.stdout
-    upload(tmp_path / "autograder" / "submission", EXAMPLES / "view_without_contiguous.py")
-    run = subprocess.run([str(source / "run_autograder")], capture_output=True, text=True, timeout=300,
-                         env={**env, "GRADER": str(prefix / "bin" / "grade"),
-                              "AUTOGRADER_ROOT": str(tmp_path / "autograder")})
+    run = subprocess.run([str(root / "run_autograder")], capture_output=True, text=True, timeout=300,
+                         env={**env, "GRADER": str(prefix / "bin" / "grade"), "AUTOGRADER_ROOT": str(root)})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    doc, _ = results(tmp_path / "autograder")
+    doc, _ = results(root)
     check_gradescope(doc)
     assert any("view_without_contiguous" in t["tags"] for t in doc["tests"])
+    assert sum(t["max_score"] for t in doc["tests"]) == pytest.approx(110)   # the course's points
+
+
+def test_gradescope_bundle_without_its_course_file_fails_instead_of_grading_without_it(tmp_path):
+    root = gradescope_layout(tmp_path, COURSE)
+    (root / "source" / "course.toml").unlink()
+    run = subprocess.run([str(root / "run_autograder")], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "GRADER": "/bin/false", "AUTOGRADER_ROOT": str(root)})
+    assert run.returncode == 1 and "course.toml is in neither" in run.stderr, run.stderr
+
+
+@pytest.mark.docker
+def test_gradescope_bundle_runs_from_autograder_in_the_image(tmp_path):
+    """The bundle in the grader image, the way Gradescope runs it: unzipped into /autograder/source,
+    setup.sh run there as root (installing from the wheelhouse, network off), run_autograder run
+    from /autograder; the course's points are in results.json, and no number in it is infinite."""
+    import docker
+    root = gradescope_layout(tmp_path, COURSE)
+    client = docker.from_env()
+    script = ("set -e; PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheelhouse bash /autograder/source/setup.sh >/dev/null; "
+              "cd /autograder && ./run_autograder")
+    container = client.containers.run(os.environ.get("GRADER_IMAGE", "attention-grader:latest"),
+                                      entrypoint=["bash", "-c", script], network_mode="none", detach=True,
+                                      volumes={str(root): {"bind": "/autograder", "mode": "rw"},
+                                               str(ROOT / "wheelhouse"): {"bind": "/wheelhouse", "mode": "ro"}},
+                                      mem_limit="4g", labels=labels("gradescope-test"))
+    try:
+        status = container.wait(timeout=900)
+        logs = container.logs().decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    assert status["StatusCode"] == 0, logs[-3000:]
+    raw = (root / "results" / "results.json").read_text()
+    doc = json.loads(raw, parse_constant=lambda c: pytest.fail(f"{c} in results.json"))
+    check_gradescope(doc)
+    assert any("view_without_contiguous" in t["tags"] for t in doc["tests"])
+    assert sum(t["max_score"] for t in doc["tests"]) == pytest.approx(110)
 
 
 # ---------------------------------------------------------------------------------------- PrairieLearn
