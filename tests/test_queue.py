@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, SUBMISSIONS, grade
-from tests.queueing import OWN_TMP, RedisServer, Workers, until
+from tests.queueing import ACCEPT_LOCAL, OWN_TMP, RedisServer, Workers, until
 
 CORRECT = sorted((SUBMISSIONS / "correct").glob("*.py"))
 BUGGY = sorted((SUBMISSIONS / "buggy").glob("*.py"))
@@ -377,7 +377,7 @@ def test_an_injected_or_altered_task_is_refused_and_grades_nothing(tmp_path, wor
 
 def test_a_worker_or_queued_batch_without_a_secret_or_with_a_short_lease_does_not_start(tmp_path, redis_server):
     env = {k: v for k, v in _env().items() if not k.startswith("GRADER_QUEUE_SECRET")}
-    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", redis_server.url], env=env,
+    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", redis_server.url, *ACCEPT_LOCAL], env=env,
                             capture_output=True, text=True, timeout=120)
     assert worker.returncode == 1 and "the queue needs a secret" in worker.stderr, worker.stderr
     assert len(worker.stderr.strip().splitlines()) == 1, worker.stderr
@@ -387,11 +387,11 @@ def test_a_worker_or_queued_batch_without_a_secret_or_with_a_short_lease_does_no
     assert not (tmp_path / "out").exists()
     short = (tmp_path / "short.secret")
     short.write_text("too short\n")
-    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", redis_server.url,
+    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", redis_server.url, *ACCEPT_LOCAL,
                              "--secret-file", str(short)], env=env, capture_output=True, text=True, timeout=120)
     assert worker.returncode == 1 and "needs at least 32" in worker.stderr, worker.stderr
     # A lease that a grade of the longest time limit would outlive: redelivered while it runs.
-    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", redis_server.url],
+    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", redis_server.url, *ACCEPT_LOCAL],
                             env=_env(GRADER_VISIBILITY_TIMEOUT="30"), capture_output=True, text=True, timeout=120)
     assert worker.returncode == 1, worker.stderr
     assert "a time limit of 90 s needs a lease (GRADER_VISIBILITY_TIMEOUT) of at least twice that; it is 30 s" \
