@@ -90,11 +90,17 @@ for place in PLACES:
 
 def test_a_warm_batch_has_no_channel_between_two_students(tmp_path):
     """The first student plants marks everywhere it can (attributes, no-op mode changes, files);
-    the second, graded next by the same warm sandbox, earns full marks only if it finds one."""
+    the second, graded next by the same warm sandbox, earns full marks only if it finds one; the
+    third, only if it can change a path named to it (OUT, the class folder)."""
     class_folder = tmp_path / "class"
     class_folder.mkdir()
     submission(class_folder, "a_planter.py", PLANT)
     submission(class_folder, "b_reader.py", READ)
+    # and one that tries every path named on its stack, in its environment and sys.path (a batch's
+    # OUT and class folder among what it would find, were they named there)
+    stack = (SUBMISSIONS / "attacks" / "host_paths_named_on_stack.py").read_text()
+    block = stack.split("# attack-begin\n", 1)[1].split("# attack-end\n", 1)[0]
+    submission(class_folder, "c_stack.py", 'BAIT = "/nonexistent"\n' + block)
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(class_folder), "--out", str(out), "--jobs", "1"],
                           capture_output=True, text=True, timeout=600)
@@ -103,7 +109,8 @@ def test_a_warm_batch_has_no_channel_between_two_students(tmp_path):
     for result in (out / "results").glob("*.json"):
         document = json.loads(result.read_text())
         scores[document["submission"]["name"]] = document["score"]
-    assert scores == {"a_planter.py": WRONG_SCALE_SCORE, "b_reader.py": WRONG_SCALE_SCORE}, scores
+    assert scores == {"a_planter.py": WRONG_SCALE_SCORE, "b_reader.py": WRONG_SCALE_SCORE,
+                      "c_stack.py": WRONG_SCALE_SCORE}, scores
     assert "1 warm sandbox started" in proc.stdout + proc.stderr  # both graded by the one warm server
 
 
