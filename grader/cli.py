@@ -351,12 +351,12 @@ def grade_worker(broker: str, slots: int, sandbox: str, lanes: str, name: str | 
     if unknown or not chosen:
         raise click.BadParameter(f"unknown lane(s) {', '.join(unknown) or '(none given)'}; the lanes are "
                                  f"{', '.join(queues.LANES)}", param_hint="--queues")
-    _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)
     _queue_secret(secret_file)
     try:
         queues.check_worker()
     except queues.WorkerRefused as err:
         raise click.ClickException(str(err)) from err
+    _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)  # the last word before it starts
     queues.run_worker(broker, slots=slots, sandbox=sandbox, lanes=chosen, name=name)
 
 
