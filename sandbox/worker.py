@@ -12,7 +12,6 @@ import importlib.util
 import inspect
 import os
 import sys
-import traceback
 from sandbox import protocol
 from sandbox.contract import CLASS, Entry
 
@@ -29,10 +28,11 @@ def _text(value: object) -> str:
 
 def describe_exception(err: BaseException, path: str) -> dict:
     """Type, message and the innermost line of the student's file that was running."""
-    where = None
-    for frame, lineno in traceback.walk_tb(err.__traceback__):
-        if os.path.abspath(frame.f_code.co_filename) == path:
-            where = lineno
+    where, tb = None, err.__traceback__
+    while tb is not None:  # read here, not by traceback.walk_tb: the audit hook hands frames to no one else
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == path:
+            where = tb.tb_lineno
+        tb = tb.tb_next
     if isinstance(err, SyntaxError) and os.path.abspath(err.filename or "") == path:
         where = err.lineno
     return {"type": type(err).__name__, "message": _text(err), "line": where}
@@ -44,16 +44,18 @@ class Worker:
     def __init__(self, path: str, spec: Entry, tally_fd: int | None = None):
         self.path = os.path.abspath(path)
         self.spec = spec
-        self.tally_fd = tally_fd  # the pipe the watched functions' calls are counted into (watch.py)
+        self.tally_fd = tally_fd  # the pipe each refusal is counted into (audit.py)
         self.entry = None  # the student's class or function
         self.modules: dict[int, object] = {}
+        self.contexts: dict[str, object] = {}  # the entry's contexts, compiled before the hook is in
 
     # -- loading -----------------------------------------------------------------------------
     def load(self) -> dict:
         """Import the submission and check the entry class; the answer is the 'ready' message."""
-        if self.spec.watch and self.tally_fd is not None:
-            from sandbox import watch
-            watch.install(self.spec.watch, self.tally_fd)
+        # compiled now: once the audit hook is in, only the submission's own text compiles
+        self.contexts = {name: compile(text, f"<context {name}>", "eval") for name, text in self.spec.contexts}
+        from sandbox import audit
+        audit.install(self.spec.refuse, self.tally_fd, self.path)
         # Taken before the student's code runs: patching Worker's methods or the module's own
         # parameters()/numel() afterwards changes neither what is dispatched nor what is counted.
         from sandbox import measure
@@ -195,8 +197,8 @@ class Worker:
     def _context(self, request: dict):
         """The context a call runs in: one the entry declares by name, else none."""
         import contextlib
-        expression = self.spec.context(str(request.get("context") or ""))
-        if not expression:
+        expression = self.contexts.get(str(request.get("context") or ""))
+        if expression is None:
             return contextlib.nullcontext()
         import torch
         return eval(expression, {"torch": torch})  # the exercise's own expression, in the student's process
