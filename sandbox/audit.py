@@ -442,10 +442,11 @@ def _hook(tally, guarded: frozenset, roots: tuple, submission: str, text: str, r
         if type(path) is not str:
             return None  # a descriptor already open
         real = os.path.realpath(path)
-        parts = real.split("/")
-        if real.startswith("/dev/fd/") or real.startswith("/proc/") and len(parts) > 2 and (
-                parts[2].isdigit() or parts[2] in ("self", "thread-self")):
-            return PROCESS
+        for name in (os.path.abspath(path), real):  # /proc/self/fd/N resolves to what it opens
+            parts = name.split("/")
+            if name.startswith("/dev/fd/") or name.startswith("/proc/") and len(parts) > 2 and (
+                    parts[2].isdigit() or parts[2] in ("self", "thread-self")):
+                return PROCESS
         if real in refused_files or (not os.path.isabs(path) and os.path.basename(path) in basenames):
             return IMPLEMENTATION
         return None
