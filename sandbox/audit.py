@@ -216,7 +216,6 @@ def _refuse_in_place(dotted: str, tally, mark: bytes, files: set) -> set:
 
 
 def _refuse_object(target, tally, mark: bytes, what: str, files: set) -> set:
-    import inspect
     import types
     functions = [target] if isinstance(target, types.FunctionType) else []
     if isinstance(target, type):
@@ -229,24 +228,22 @@ def _refuse_object(target, tally, mark: bytes, what: str, files: set) -> set:
         files.add(os.path.realpath(function.__code__.co_filename))
         _RANGES.setdefault(os.path.realpath(function.__code__.co_filename), []).append(_lines_of(function))
         function.__code__ = _refusing_code(function, tally, mark, what)
-    if isinstance(target, type):
-        try:
-            _RANGES.setdefault(os.path.realpath(inspect.getsourcefile(target)), []).append(_lines_of(target))
-        except (OSError, TypeError):
-            pass
-    return {target, *functions}
+    return {target, *functions}  # a class's own range is not blanked: its code is all in its methods
 
 
 _RANGES: dict[str, list[tuple[int, int]]] = {}  # file -> line ranges of refused source (1-based)
 
 
-def _lines_of(obj) -> tuple[int, int]:
-    import inspect
-    try:
-        lines, first = inspect.getsourcelines(obj)
-    except (OSError, TypeError):
-        return (0, -1)
-    return (first, first + len(lines) - 1)
+def _lines_of(function) -> tuple[int, int]:
+    """The lines a function's source spans: from its first line to the last line any of its code
+    (nested code included) was compiled from. Read off the code, not by tokenizing the file."""
+    import types
+    last, stack = function.__code__.co_firstlineno, [function.__code__]
+    while stack:
+        code = stack.pop()
+        last = max([last, *(line for _, _, line in code.co_lines() if line is not None)])
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return (function.__code__.co_firstlineno, last)
 
 
 PLACEHOLDER = "\0sandbox.audit:refuse"
