@@ -98,7 +98,7 @@ def finite_difference_jvps(forward_many: Callable[[list], list], point: Sequence
     is from the next step's estimate), in float64, from forward outputs alone. `forward_many`
     takes a list of argument tuples and returns one output tensor for each (a RemoteModule's
     `map`, with the output picked). Returns, per direction, [(estimate, uncertainty)]."""
-    base = [a.double() if isinstance(a, torch.Tensor) else a for a in point]
+    base = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in point]
     result = []
     for u in directions:  # one round trip per direction: a slow but correct forward stays within a call's limit
         calls = []
@@ -185,7 +185,7 @@ def softmax_fit(A: torch.Tensor, scores: torch.Tensor, allowed: torch.Tensor, *,
         return "its weights have negative entries, which no softmax gives"
     # The scale c from the entries large enough to read reliably: within a row, log A differs from
     # key to key by c times the score's difference.
-    reliable = allowed & (A > max(1e-3, 100 * atol))
+    reliable = allowed & (A > max(1e-3, 10 * atol))
     counts = reliable.sum(dim=-1, keepdim=True)
     informative = (counts >= 2).expand_as(reliable) & reliable
     c = 1.0
