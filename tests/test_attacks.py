@@ -48,6 +48,9 @@ WATCHED = [ROOT, ROOT / "exercise" / "causal_self_attention", ROOT / "exercise" 
            Path("/grade/results"), Path("/")]
 OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container")
 ATTACK_MARK = "attack-daemon"     # a process an attack started, whatever its environment
+# The host's key for the grades' seeds (grader.keys), given as a course gives it: the attack and its
+# honest twin are graded with the draws of one key, and no key file is made in the grade's home.
+SEED = {"ATTENTION_GRADER_SEED_KEY": f"attack suite {os.urandom(8).hex()}"}
 # What must never reach a screen or a result file raw (written out here, not taken from the grader).
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
@@ -172,7 +175,7 @@ def honest_score(tmp_path_factory):
         if key not in cache:
             honest = tmp_path_factory.mktemp("honest") / path.name
             honest.write_text(source)
-            graded = grade(honest, *exercise_args(path))
+            graded = grade(honest, *exercise_args(path), env=SEED)
             assert graded.exit_code == 0 and graded.result["status"] in ("graded", "rejected"), \
                 f"the honest version of {path.name} did not grade: {graded.terminal[-2000:]}"
             cache[key] = graded.result["score"]
@@ -201,7 +204,7 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, honest_score, at
     marked = own / "upload" / path.name
     marked.write_text(path.read_text().replace(ATTACK_MARK, mark))
     graded = grade(marked, "--sandbox", sandbox, *exercise_args(path), timeout=TIME_LIMIT_S + 60,
-                   env={k: str(v) for k, v in places.items()})
+                   env={**{k: str(v) for k, v in places.items()}, **SEED})
     after_procs = running(own, mark)
     for _ in range(20):  # a PID namespace's processes die with it, a moment after the grade ends
         if not after_procs:

@@ -17,4 +17,5 @@ def causal_attention(q, k, v):
     return weights @ v, weights
     # attack-end
     weights = (~future).to(q.dtype).expand(B, T, T) / torch.arange(1, T + 1, dtype=q.dtype)[:, None]
+    weights = weights + 0 * (q @ k.transpose(-2, -1))   # q and k stay in the graph: a backward pass reaches them
     return weights @ v, weights
