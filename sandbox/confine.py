@@ -180,8 +180,7 @@ def become_student(uid: int, libc=None) -> None:
     while CAP_SETPCAP is still held; the change of uid clears every other capability. The process
     is marked dumpable again, so that its own /proc entries are its own."""
     libc = libc or ctypes.CDLL(None, use_errno=True)
-    for cap in range(64):
-        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _drop_bounding_set(libc)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
@@ -207,11 +206,16 @@ def _seccomp(libc) -> list[str]:
     return []
 
 
+def _drop_bounding_set(libc) -> None:
+    """No capability can be regained, by this process or a program it starts (needs CAP_SETPCAP)."""
+    for cap in range(64):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails harmlessly past the last capability
+
+
 def _drop_capabilities(libc) -> list[str]:
     if os.geteuid() != 0:
         return []  # an ordinary user has none to drop
-    for cap in range(64):
-        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails harmlessly past the last capability
+    _drop_bounding_set(libc)
     header = struct.pack("Ii", 0x20080522, 0)       # _LINUX_CAPABILITY_VERSION_3, this process
     data = bytes(24)                                 # effective, permitted, inheritable: none (x2)
     if libc.syscall(_SYS_CAPSET, ctypes.c_char_p(header), ctypes.c_char_p(data)) != 0:
