@@ -9,7 +9,7 @@ from pathlib import Path
 import exercise as exercises
 import sandbox.registry as registry
 from sandbox.backend import Job, Sandbox, SandboxUnavailable
-from grader import __version__, render
+from grader import __version__, keys, render
 from grader import submission as submissions
 from grader.errors import SandboxFailure, SubmissionRejected
 from grader.result import GradeResult, Status
@@ -59,7 +59,8 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
     except SubmissionRejected as rejected:
         return rejected_result(path, rejected.message, exercise=ex.name, sandbox=sandbox,
                                duration_s=time.monotonic() - started, course=course)
-    run = backend.run(Job(ex.job(limits, sub.line_map.to_list(), tuple(hidden)), sub.script))
+    seed = keys.grade_seed(sub.script, ex.name)  # held here, reaches the harness, never the student's code
+    run = backend.run(Job(ex.job(limits, sub.line_map.to_list(), tuple(hidden), seed=seed), sub.script))
     if run.report is None:
         raise SandboxFailure(run.failure or "the sandbox gave no report", log=run.log_tail)
     try:

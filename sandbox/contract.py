@@ -162,8 +162,10 @@ class Zygote:
 class HarnessJob:
     """Everything the harness needs to grade one submission, built on the host from the exercise:
     the exercise's name and version, its test package (a dotted module name, found wherever the
-    exercise is installed), the entry contract, the limits, the notebook line map, and places the
-    student's code may not read. The launcher fills in where the submission lies, the scratch
+    exercise is installed), the entry contract, the limits, the notebook line map, places the
+    student's code may not read, and the seed every input, shape order and weight of the grade is
+    drawn from (grader.keys.grade_seed: held by the host, the same for the same bytes; it reaches
+    the trusted harness, never the student's worker). The launcher fills in where the submission lies, the scratch
     folder and (warm and image sandboxes) the zygote it started."""
     exercise: str
     version: str
@@ -175,6 +177,7 @@ class HarnessJob:
     submission: str = ""
     scratch: str = ""
     zygote: Zygote | None = None
+    seed: str = ""   # the host's seed for this grade's draws (sandbox.kit.Draws); never sent to a worker
 
     def at(self, submission: str, *, scratch: str = "", zygote: Zygote | None = None,
            hidden: tuple[str, ...] = ()) -> HarnessJob:
@@ -189,7 +192,8 @@ class HarnessJob:
                 "hidden": list(self.hidden), "submission": self.submission, "scratch": self.scratch,
                 "zygote": None if self.zygote is None else {"fd": self.zygote.fd, "ready": self.zygote.ready,
                                                             "notes": list(self.zygote.notes),
-                                                            "capped": self.zygote.capped}}
+                                                            "capped": self.zygote.capped},
+                "seed": self.seed}
 
     @classmethod
     def from_dict(cls, d: dict) -> HarnessJob:
@@ -200,4 +204,4 @@ class HarnessJob:
                    Limits.from_dict(d.get("limits") or {}), tuple(tuple(r) if isinstance(r, list) else r
                                                                   for r in d.get("line_map") or ()),
                    tuple(d.get("hidden") or ()), str(d.get("submission") or ""), str(d.get("scratch") or ""),
-                   zygote)
+                   zygote, str(d.get("seed") or ""))

@@ -50,6 +50,9 @@ WATCHED = [ROOT, ROOT / "sandbox", ROOT / "grader", ROOT / "exercise", ROOT / "e
            Path("/grade/results"), Path("/")]
 OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container")
 ATTACK_MARK = "attack-daemon"     # a process an attack started, whatever its environment
+# The host's key for the grades' seeds (grader.keys), given as a course gives it: the attack and its
+# honest twin are graded with the draws of one key, and no key file is made in the grade's home.
+SEED = {"ATTENTION_GRADER_SEED_KEY": f"attack suite {os.urandom(8).hex()}"}
 # What must never reach a screen or a result file raw (written out here, not taken from the grader):
 # every character that prints nothing, by its Unicode category (controls but newline and tab,
 # format characters such as the bidi controls, zero-width spaces, the soft hyphen, tag characters
@@ -243,7 +246,7 @@ def honest_score(tmp_path_factory):
         if key not in cache:
             honest = tmp_path_factory.mktemp("honest") / path.name
             honest.write_text(source)
-            graded = grade(honest, *exercise_args(path))
+            graded = grade(honest, *exercise_args(path), env=SEED)
             assert graded.exit_code == 0 and graded.result["status"] in ("graded", "rejected"), \
                 f"the honest version of {path.name} did not grade: {graded.terminal[-2000:]}"
             cache[key] = graded.result["score"]
@@ -280,7 +283,7 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, honest_scor
         for made in (own / "upload", marked):
             os.chown(made, uid, uid)
     graded = grade(marked, "--sandbox", sandbox, *exercise_args(path), timeout=TIME_LIMIT_S + 60,
-                   env={k: str(v) for k, v in places.items()}, uid=uid)
+                   env={**{k: str(v) for k, v in places.items()}, **SEED}, uid=uid)
     connected = bait.close() if bait else []
     after_procs = running(own, mark)
     for _ in range(20):  # a PID namespace's processes die with it, a moment after the grade ends
