@@ -28,7 +28,7 @@ DEFAULT_IMAGE = "attention-grader:latest"
 MEMORY = "4g"           # the worker's own address-space limit (3 GiB) is hit first
 CPUS = 2.0
 PIDS = 256
-TMPFS = {"/tmp": "size=64m,mode=1777"}
+TMPFS = {"/tmp": "size=64m,mode=1777,noexec,nosuid,nodev"}  # the scratch folders: nothing written there runs
 
 
 class DockerSandbox:
