@@ -1,8 +1,10 @@
 """The parameter count, 4 * dim * dim + 4 * dim, whatever n_heads is: a property of what the
 layer computes, not of what its process says about itself."""
 import pytest
+import torch
 
 from exercise.causal_self_attention.checks import DTYPES
+from exercise.causal_self_attention.readout import layouts
 from exercise.causal_self_attention.reference import PARAM_NAMES, random_weights
 from sandbox.kit import differs
 
@@ -53,3 +55,28 @@ def _check_count(student, draws, dim: int, n_heads: int) -> None:
         pytest.fail(f"dim={dim}, n_heads={n_heads}: with the same weights loaded into self.qkv and self.proj, two "
                     f"instances of your layer give different outputs: the layer holds parameters or state "
                     f"beyond self.qkv and self.proj (the parameter count reported {first.n_params})")
+    _only_dot_products(first, weights, x, outs[0], draws, label, dim, n_heads)
+
+
+def _only_dot_products(module, weights: dict, x, out, draws, label, dim: int, n_heads: int) -> None:
+    """The count's points go to a layer that attends: its queries and keys reach the output only
+    through products of a query entry and a key entry. The queries scaled by a drawn c and the
+    keys by 1/c leave every such product unchanged (whatever the grouping into heads, even one that
+    mixes positions, the scale, the mask or the softmax's axis), so such a layer's output stays the
+    same; a running mean plus some other term of q and k (tanh(q) . tanh(k), a distance) changes.
+    Tried with qkv's blocks in every order a layer may read them in."""
+    g = draws.generator(*label, "dot products")
+    c = float(torch.rand((), generator=g, dtype=torch.float64)) * 1.5 + 0.5
+    c = -c if float(torch.rand((), generator=g)) < 0.5 else c
+    for q_rows, k_rows, _v in layouts(dim, n_heads):
+        changed = {name: value.clone() for name, value in weights.items()}
+        for name in ("qkv.weight", "qkv.bias"):
+            changed[name][q_rows] *= c
+            changed[name][k_rows] /= c
+        module.set_params({k: v.to(DTYPES["float64"]) for k, v in changed.items()})
+        if not differs(module(x), out, atol=1e-9, rtol=1e-7).any():
+            return
+    pytest.fail(f"dim={dim}, n_heads={n_heads}: with the grader's weights, scaling the queries by {c:.3g} and "
+                f"the keys by 1/{c:.3g} (every score q . k unchanged) changes your layer's output: it "
+                f"uses the queries and keys other than through their dot products, so it does not attend "
+                f"(the count's points go to a layer that attends)")
