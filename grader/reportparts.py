@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import hashlib
 import html
 import io
@@ -27,6 +28,7 @@ SIDE_BY_SIDE = 3      # members of a cluster whose code is shown next to each ot
 CONTEXT = 2           # unchanged lines shown around each changed part
 MAX_SHOWN_LINES = 40  # of one member's code, when there is no full-marks code to read it against
 CLOSE = 0.6           # share of lines in common from which full-marks code is close enough to read against
+CANDIDATES = 12       # members of a cluster read, to show the SIDE_BY_SIDE read best (bounds the work)
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,8 @@ def clusters_section(clusters, code: ClassCode | None = None) -> str:
 
 def _cluster(number: int, c, code: ClassCode) -> str:
     # the members read best against full-marks code first: their marks show the mistake itself
-    read = sorted(((m, _read_against(code.by_name[m], code)) for m in c.members if m in code.by_name),
+    read = sorted(((m, _read_against(code.by_name[m], code)) for m in
+                   [m for m in c.members if m in code.by_name][:CANDIDATES]),
                   key=lambda mv: (not mv[1].reference, -mv[1].closeness, mv[0]))[:SIDE_BY_SIDE]
     shown, views = [m for m, _ in read], [v for _, v in read]
     changed = next((line for view in views for line in view.changed), "")
@@ -123,14 +126,16 @@ def _read_against(source: str, code: ClassCode) -> _View:
     shown around those lines only; without full-marks code, its first lines unmarked."""
     lines = source.splitlines()
     mine = _meaning(source)
-    best, reference = None, ""
+    best, reference, best_ratio = None, "", 0.0
     for name in code.full_marks:
         other = code.by_name.get(name)
         if other is None or other == source:
             continue
         matcher = difflib.SequenceMatcher(None, _meaning(other), mine, autojunk=False)
-        if best is None or matcher.ratio() > best.ratio():
-            best, reference = matcher, name
+        # the quick upper bounds first: most of a large class's full-marks code is not the closest
+        if best is None or (matcher.real_quick_ratio() > best_ratio and matcher.quick_ratio() > best_ratio
+                            and matcher.ratio() > best_ratio):
+            best, reference, best_ratio = matcher, name, matcher.ratio()
     if best is None or best.ratio() < CLOSE:  # written another way: every line would be marked
         keep = set(range(min(len(lines), MAX_SHOWN_LINES)))
         return _View(_listing(lines, keep, set()), (), closeness=best.ratio() if best else 0.0)
@@ -154,7 +159,8 @@ def _listing(lines: list[str], keep: set[int], changed: set[int]) -> str:
     return f"<pre>{''.join(out)}</pre>"
 
 
-def _meaning(source: str) -> list[str]:
+@functools.lru_cache(maxsize=1024)  # each full-marks file is read against every cluster's members
+def _meaning(source: str) -> tuple[str, ...]:
     """Each line as it counts when code is compared: comments, docstrings and spacing set aside
     (a line of only those is ''). Code Python cannot read is compared line by line as written."""
     lines = source.splitlines()
@@ -163,7 +169,7 @@ def _meaning(source: str) -> list[str]:
         tree = ast.parse(source)
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (SyntaxError, ValueError, tokenize.TokenError):
-        return out
+        return tuple(out)
     for node in ast.walk(tree):  # docstrings
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
@@ -174,7 +180,7 @@ def _meaning(source: str) -> list[str]:
         if tok.type == tokenize.COMMENT:
             row, col = tok.start
             out[row - 1] = " ".join(lines[row - 1][:col].split()) if out[row - 1] else ""
-    return out
+    return tuple(out)
 
 
 def similar_section(pairs) -> str:

@@ -275,3 +275,12 @@ def test_the_report_and_pages_in_headless_chromium(graded, coursed, tmp_path):
     student = _chromium("--dump-dom", shots["page-named-cluster.png"][0], profile=tmp_path / "dom2", height=900).stdout
     assert "The output is halved" in student and "no mistake in the catalog" not in student and PARAMS not in student
     print(f"\nscreenshots in {tmp_path}")
+
+
+def test_a_released_list_that_names_no_visibility_is_one_line_of_error(tmp_path):
+    course = tmp_path / "course.toml"
+    course.write_text('# when the pages show them\nreleased = ["after_due_date", "tomorrow"]\n')
+    proc = subprocess.run([sys.executable, "-m", "grader", str(CORRECT / "einsum.py"), "--course", str(course)],
+                          capture_output=True, text=True, timeout=120, env=ENV)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"{course} line 2: released must be a list of 'after_due_date' and 'hidden'" in proc.stderr, proc.stderr
