@@ -284,3 +284,13 @@ def test_a_released_list_that_names_no_visibility_is_one_line_of_error(tmp_path)
                           capture_output=True, text=True, timeout=120, env=ENV)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert f"{course} line 2: released must be a list of 'after_due_date' and 'hidden'" in proc.stderr, proc.stderr
+
+
+def test_the_services_page_leaves_out_what_students_do_not_see_yet():
+    """An exercise may mark a test hidden or after the due date itself: the service's page, which
+    grades with no course, shows the student only the rest, and says how much is held back."""
+    from grader.service import page as service_page
+    from tests.test_platforms import _result_with_hidden_test
+    shown = text_of(service_page.feedback(_result_with_hidden_test()))
+    assert "Shape" in shown and "Values" not in shown and "Scores scaled wrongly" not in shown, shown
+    assert "Score on the tests shown 40 / 40" in shown and "1 more test group, worth 60 points, is not shown yet" in shown
