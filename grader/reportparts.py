@@ -88,8 +88,10 @@ def _cluster(number: int, c, code: ClassCode) -> str:
         how = "; no full-marks code of this class is close enough to read theirs against"
     else:
         how = ""
-    sentence = (f"<p><b>{_e(c.name)}</b> · {students} lose points{where}{how}.</p>" if c.name else
-                f"<p>{students.capitalize()} lose points{where}, all alike on every probe{how}.</p>")
+    lose = "loses" if c.size == 1 else "lose"
+    alike = "" if c.size == 1 else ", all alike on every probe"
+    sentence = (f"<p><b>{_e(c.name)}</b> · {students} {lose} points{where}{how}.</p>" if c.name else
+                f"<p>{students.capitalize()} {lose} points{where}{alike}{how}.</p>")
     named = (f'<p class="fix">Fix given to the students: {_e(c.fix)}</p>' if c.name else
              '<details><summary>name it in the course file</summary>'
              f'<pre class="snippet">[clusters.{_e(c.id)}]\ntitle = "..."\nfix = "..."</pre></details>')
@@ -105,7 +107,8 @@ def _cluster(number: int, c, code: ClassCode) -> str:
     members = ", ".join(_link(m) for m in c.members)
     return (f'<section class="cluster" id="{cluster_anchor(c.id)}"><h3>Cluster {number} '
             f'<code class="muted">{_e(c.id)}</code></h3>{sentence}{named}{grid}{probes}'
-            f"<details><summary>all {c.size} members</summary>{members}</details></section>")
+            f"<details><summary>{'all ' if c.size > 1 else ''}{c.size} member{'s' if c.size > 1 else ''}</summary>"
+            f"{members}</details></section>")
 
 
 def _and(items) -> str:
