@@ -363,12 +363,19 @@ class Batch:
         starter = similarity.starter_code(exercises.get(self.exercise).statement, self.template)
         similar = similarity.similar_pairs(files, starter)
         outcome.clusters, outcome.similar_pairs = behaviours.clusters(outcome.rows), len(similar)
-        code = reportparts.ClassCode({f.name: reportparts.source_text(f.source) for f in files},
-                                     tuple(r.submission for r in outcome.rows if r.status == Status.GRADED.value
-                                           and r.score is not None and r.score >= r.max_score - 1e-9))
         classreport.write_html(summary, outcome.rows, self.out / "report.html",
-                               title=f"{self.exercise}: {self.folder.name}", similar=similar,
-                               clusters=outcome.clusters, released=self.released, code=code)
+                               title=f"{self.exercise}: {self.folder.name}",
+                               similar=similar,
+                               clusters=outcome.clusters, released=self.released, code=self._class_code(outcome))
+
+    def _class_code(self, outcome: Outcome) -> reportparts.ClassCode:
+        """The graded submissions' code, by shown name, and which have full marks: what the
+        clusters of the report are read against."""
+        graded = {row.key: row.submission for row in outcome.rows if row.status == Status.GRADED.value}
+        full = tuple(r.submission for r in outcome.rows if r.status == Status.GRADED.value
+                     and r.score is not None and r.score >= r.max_score - 1e-9)
+        return reportparts.ClassCode({graded[u.key]: reportparts.source_text(_script(u.path))
+                                      for u in outcome.units if u.path is not None and u.key in graded}, full)
 
 
 def _script(path: Path) -> bytes:
