@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import exercise as exercises
-from grader import classreport, formats, grading, keys, pages, similarity, text
+from grader import classreport, formats, grading, keys, pages, reportparts, similarity, text
 from grader import clusters as behaviours
 from grader import submission as submissions
 from grader.errors import GraderError, SubmissionRejected
@@ -108,6 +108,8 @@ class Outcome:
     duration_s: float = 0.0
     sandbox_starts: int = 0      # warm sandboxes started, restarts included
     failure: str = ""            # why the batch stopped before the end, when it was not Ctrl-C
+    clusters: tuple = ()         # the report's clusters of unexplained mistakes (grader.clusters.Cluster)
+    similar_pairs: int = 0       # pairs of similar submissions the report shows
 
     @property
     def errors(self) -> list[str]:
@@ -130,6 +132,7 @@ class Batch:
         (grader.course); `template`: starter code left out when comparing submissions."""
         self.folder, self.out, self.exercise, self.sandbox, self.queue = folder, out, exercise, sandbox, queue
         self.course, self.template = course, template
+        self.released: tuple[str, ...] = course.released if course is not None else ()
         if wall_s is None and course is not None:
             wall_s = course.time_limit_s
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
@@ -321,7 +324,7 @@ class Batch:
                 classreport.write_atomic(self.out / f"runs/{base}.json", json.dumps(run) + "\n")
             entry.update(run_key=unit.grading_key(self.run_setting), run_file=f"runs/{base}.json")
         (self.out / "pages").mkdir(exist_ok=True)
-        pages.write_page(result, self.out / f"pages/{base}.html", result_file=f"../{name}")
+        pages.write_page(result, self.out / f"pages/{base}.html", result_file=f"../{name}", released=self.released)
         entry["page_file"] = f"pages/{base}.html"
         with self._lock:
             index[unit.key] = entry
@@ -358,10 +361,21 @@ class Batch:
         files = [similarity.File(graded[u.key], _script(u.path), similarity.sha256(u.content))
                  for u in outcome.units if u.path is not None and u.key in graded]
         starter = similarity.starter_code(exercises.get(self.exercise).statement, self.template)
+        similar = similarity.similar_pairs(files, starter)
+        outcome.clusters, outcome.similar_pairs = behaviours.clusters(outcome.rows), len(similar)
         classreport.write_html(summary, outcome.rows, self.out / "report.html",
                                title=f"{self.exercise}: {self.folder.name}",
-                               similar=similarity.similar_pairs(files, starter),
-                               clusters=behaviours.clusters(outcome.rows))
+                               similar=similar,
+                               clusters=outcome.clusters, released=self.released, code=self._class_code(outcome))
+
+    def _class_code(self, outcome: Outcome) -> reportparts.ClassCode:
+        """The graded submissions' code, by shown name, and which have full marks: what the
+        clusters of the report are read against."""
+        graded = {row.key: row.submission for row in outcome.rows if row.status == Status.GRADED.value}
+        full = tuple(r.submission for r in outcome.rows if r.status == Status.GRADED.value
+                     and r.score is not None and r.score >= r.max_score - 1e-9)
+        return reportparts.ClassCode({graded[u.key]: reportparts.source_text(_script(u.path))
+                                      for u in outcome.units if u.path is not None and u.key in graded}, full)
 
 
 def _script(path: Path) -> bytes:

@@ -310,7 +310,8 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         raise click.ClickException(f"cannot write to {out}: {err.strerror or err}") from err
     if outcome.rescored:
         console.print(f"rescored {len(outcome.rescored):,} from stored runs in {outcome.rescore_s:.1f} s")
-    classreport.print_summary(classreport.summarize(outcome.rows), console)
+    classreport.print_summary(classreport.summarize(outcome.rows), console, clusters=outcome.clusters,
+                              similar=outcome.similar_pairs, released=job.released)
     starts = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
               if not cold and not queue_url and outcome.graded_now else " · by the queue's workers" if queue_url else "")
     console.print(f"graded {len(outcome.graded_now)}, kept {len(outcome.kept)} · {outcome.duration_s:.1f} s"
