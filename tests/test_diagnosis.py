@@ -82,3 +82,38 @@ def test_unknown_mistake_gets_an_honest_note_and_no_guess(tmp_path):
     assert result["bugs"] == []
     assert "no mistake in the catalog" in result["diagnosis"]
     assert "positions" in result["diagnosis"]
+
+
+# A value of each fitted mistake's free parameter at which it shows (mistakes.FITTED).
+SHOWING = {("wrong_scale", "factor"): 0.5, ("mask_fill_not_neg_inf", "value"): -10.0,
+           ("mask_fill_not_neg_inf", "causal_value"): -10.0}
+
+
+@pytest.mark.parametrize("mistake", list(SHOWING), ids=lambda m: "-".join(m))
+def test_a_fitted_mistake_at_some_shapes_only_is_named_and_localised(mistake):
+    """A fitted mistake that shows at the first probe shape and not at the second (an integer
+    square root for the scale is right where head_dim is a square): it is named, its model is
+    evaluated only where it was fitted, and the evidence says where it shows."""
+    import torch
+
+    from exercise.causal_self_attention import diagnosis, mistakes, reference
+    assert set(SHOWING) == {m for m, _ in mistakes.FITTED}, "every fitted mistake is fed through"
+    observed = []
+    for n, (dim, heads) in enumerate(diagnosis.PROBE_SHAPES[:2]):
+        weights = reference.random_weights(dim, seed=777 + dim + heads)
+        for probe in diagnosis.probes(dim, heads):
+            correct = reference.attention(weights, heads, probe.x, probe.mask)
+            out = mistakes.attention(weights, heads, probe.x, probe.mask, (mistake,),
+                                     value=torch.tensor(SHOWING[mistake], dtype=torch.float64)) if n == 0 else correct
+            observed.append(diagnosis.Observed(probe, weights, out, correct))
+    wrong = [o for o in observed if o.wrong]
+    assert wrong and all((o.probe.dim, o.probe.heads) == diagnosis.PROBE_SHAPES[0] for o in wrong)
+    match = diagnosis._explain(wrong)
+    assert not isinstance(match, list), match
+    combo, values = match
+    assert {bug for bug, _ in combo} == {mistake[0]}
+    where = diagnosis._where_it_shows(wrong, observed, combo, values)
+    first, second = diagnosis.PROBE_SHAPES[:2]
+    assert f"it shows only at (dim, n_heads) = ({first[0]}, {first[1]}):" in where, where
+    assert f"at ({second[0]}, {second[1]}) your output is right" in where, where
+    assert diagnosis._match_evidence(combo, values, wrong, observed)  # the whole evidence is written too

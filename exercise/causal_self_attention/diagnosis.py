@@ -361,7 +361,15 @@ def _match_evidence(combo, values: dict, wrong: list[Observed], observed: list[O
 
 def _where_it_shows(wrong: list[Observed], observed: list[Observed], combo, values: dict) -> str:
     """'' when the mistake shows on every probe where its model differs from the correct layer;
-    else which shapes it is limited to (n_heads, B, T)."""
+    else which shapes it is limited to (n_heads, B, T). A mistake with a free parameter is modelled
+    only at the shapes it was fitted at (where the output is wrong): elsewhere it has no value, and
+    the output there being right says nothing against it."""
+    fitted = any(m == mistake for m in combo for mistake, _grid in mistakes.FITTED)
+    right = sorted({(o.probe.dim, o.probe.heads) for o in observed} - set(values)) if fitted else []
+    if right:
+        shows = ", ".join(f"({d}, {h})" for d, h in sorted(values))
+        fine = ", ".join(f"({d}, {h})" for d, h in right)
+        return f" (it shows only at (dim, n_heads) = {shows}: at {fine} your output is right)"
     changed = {id(o): ~_rows_equal(_model(o, combo, values.get((o.probe.dim, o.probe.heads))), o.correct,
                                    o.probe.dtype) for o in observed}   # (B, T): where the model differs
     differs = [o for o in observed if changed[id(o)].any()]
