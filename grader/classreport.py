@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader import text as texts
-from grader.result import POINT_DIGITS, is_course_bug
+from grader.result import POINT_DIGITS, group_title, is_course_bug
 from grader.result import points as readable
 from grader.render import WITHHELD
 from grader.reportparts import _anchor, _e, _link, cluster_anchor, clusters_section, similar_section
@@ -39,7 +39,6 @@ MAX_MESSAGE = 500                   # characters of a rejection/error message sh
 # A formula starts a cell: at the start of the text, or after any character a spreadsheet may split
 # a CSV line at, depending on its locale or the user's choice (comma, semicolon, tab, pipe, ...).
 _FORMULA_CELL = re.compile(r"(^|[,;\t|\r\n])(?=[=+\-@\t\r])")
-_PARAMS = re.compile(r"\s*\[[^\]]*\]\s*$")
 _EPS = 1e-9
 
 
@@ -248,11 +247,6 @@ def _weakest_groups(stats: list[GroupStat]) -> tuple[GroupStat, ...]:
     """The test groups where graded submissions lost points, lowest mean fraction earned first."""
     weak = [s for s in stats if s.lost]
     return tuple(sorted(weak, key=lambda s: (s.mean_fraction, -s.lost, s.title))[:TOP_GROUPS])
-
-
-def group_title(test_name: str) -> str:
-    """A test group's readable title: the test name without its trailing ' [params]'."""
-    return _PARAMS.sub("", test_name) or test_name
 
 
 def _list(result: dict | None, key: str) -> list:

@@ -49,7 +49,7 @@ class Cluster:
 def clusters(rows) -> tuple[Cluster, ...]:
     """The clusters of a batch's rows (classreport.Row), largest first; a cluster of one is kept
     (a mistake only one student made is still one to read)."""
-    from grader.classreport import group_title
+    from grader.result import group_title
     members: dict[str, list] = {}
     for row in rows:
         cid = row.result.get("cluster") if isinstance(row.result, dict) else None

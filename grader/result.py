@@ -3,12 +3,20 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from dataclasses import dataclass, field
 
 from grader.text import name, safe
 
 SCHEMA = 1
 COURSE_BUG = "course:"  # the id prefix of a mistake a course file names (a cluster of behaviour)
+
+_CASE = re.compile(r"\s*\[[^\]]*\]\s*$")
+
+
+def group_title(test_name: str) -> str:
+    """A test group's readable title: the test name without its trailing ' [params]'."""
+    return _CASE.sub("", test_name) or test_name
 
 
 def is_course_bug(bug_id: str) -> bool:
@@ -143,7 +151,6 @@ class TestResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> TestResult:
-        from grader.classreport import group_title  # the title is the name without its case: one rule
         name = str(d.get("name", ""))
         return cls(id=str(d["id"]), name=name, group=str(d.get("group", "")), group_title=group_title(name),
                    status=TestStatus(d["status"]), score=float(d.get("score") or 0.0),

@@ -167,15 +167,15 @@ def read_matrix(values: list[torch.Tensor], mixed: list[torch.Tensor]) -> tuple[
     return A, residual
 
 
-MIN_SCALE = 1e-2   # a softmax so flat that its weights barely follow the scores is no attention
+MIN_SCALE = 1e-2   # below it a softmax is so flat that its weights barely follow the scores
 
 
 def softmax_fit(A: torch.Tensor, scores: torch.Tensor, allowed: torch.Tensor, *, atol: float,
                 rtol: float = 1e-3) -> str | None:
     """None when every row of A (..., T, T) is a softmax of c * scores over the keys `allowed`
-    (bool, broadcastable to A: the keys attention must weigh, the causal ones say), times the row's
+    (bool, broadcastable to A: the keys the rows must weigh, the exercise says which), times the row's
     own sum (which the row-sum tests grade), for one c >= MIN_SCALE; else why not. A scale mistake
-    is still attention (its c is another); weights that ignore an allowed key, give weight to
+    still fits (its c is another); weights that ignore an allowed key, give weight to
     another one, or do not follow the scores are not. `scores` are the grader's own q . k."""
     A, S = A.double(), scores.double()
     allowed = allowed.expand_as(A)

@@ -20,15 +20,17 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 SHAPES = [(8, 1), (8, 2), (12, 3), (24, 4), (32, 8), (8, 8)]
 SHAPE_IDS = [f"dim{d}-h{h}" for d, h in SHAPES]
 # (B, T) of the inputs: one sequence and three, T = 1, short, just past 8 and 16 (where a cached mask
-# or a chunk may end), and long.
-BATCHES = ((1, 1), (3, 2), (1, 9), (3, 17), (1, 40), (3, 40))
+# or a chunk may end), long, and past any plausible fixed buffer (a GPT's block_size of 64, 128 or
+# 256: LONG_T). Attention at T = 300 costs little at these widths.
+LONG_T = 300
+BATCHES = ((1, 1), (3, 2), (1, 9), (3, 17), (1, LONG_T), (3, 40))
 
 
 def padding_patterns() -> list[tuple[int, list[int]]]:
     """(T, real lengths) pairs for right padding. The first sequence is padded too, and the lengths
     come in several orders (short first, long first, one sequence alone): a padding mask taken from
     one sequence for the whole batch, or a code path taken only for B = 1, shows."""
-    return [(7, [3, 7, 1]), (9, [9, 1, 4]), (40, [23, 40, 2]), (5, [2]), (40, [40, 1, 20])]
+    return [(7, [3, 7, 1]), (9, [9, 1, 4]), (40, [23, 40, 2]), (5, [2]), (LONG_T, [LONG_T, 1, 130])]
 
 
 def describe_case(dim: int, n_heads: int, x: torch.Tensor, mask: torch.Tensor | None, dtype: str) -> str:

@@ -18,7 +18,7 @@ import torch
 
 from exercise.causal_self_attention import mistakes, reference, scan
 from exercise.causal_self_attention.catalog import CATALOG
-from exercise.causal_self_attention.checks import (DTYPES, TOLERANCE, _ranges, finite_difference_jvps,
+from exercise.causal_self_attention.checks import (DTYPES, LONG_T, TOLERANCE, _ranges, finite_difference_jvps,
                                                    gradient_agrees, random_input)
 from sandbox.proxy import StudentCodeError, WorkerFailure
 
@@ -95,7 +95,7 @@ def probes(dim: int = DIM, heads: int = HEADS, dtype: str = "float64") -> list[P
     x2 = random_input(2, 6, dim, seed=901, dtype=dtype)
     x3 = random_input(3, 9, dim, seed=902, dtype=dtype)
     x1 = random_input(1, 9, dim, seed=903, dtype=dtype)
-    long1, long3 = random_input(1, 40, dim, seed=911, dtype=dtype), random_input(3, 40, dim, seed=912, dtype=dtype)
+    long1, long3 = random_input(1, LONG_T, dim, seed=911, dtype=dtype), random_input(3, 40, dim, seed=912, dtype=dtype)
     made = [(x2, None, "no mask"), (x3, None, "no mask"),
             (x3, reference.right_padding([3, 9, 1], 9), "padding, real lengths [3, 9, 1]"),
             (x3, torch.ones(3, 9, dtype=torch.bool), "an all-True mask"), (x1, None, "no mask"),
@@ -205,6 +205,27 @@ def _outputs(student, found: Diagnosis, source_lines, locate):
                   _match_evidence(combo, values, wrong, observed))
 
 
+def _longest_that_runs(module, dim: int, dtype: str, runs: int, breaks: int) -> tuple[int, int]:
+    """(the longest T that runs, the shortest that raises), by bisection between a length that
+    runs and one that raises: where a fixed buffer ends."""
+    while breaks - runs > 1:
+        middle = (runs + breaks) // 2
+        if breaks_with(module, dim, dtype, middle) is None:
+            runs = middle
+        else:
+            breaks = middle
+    return runs, breaks
+
+
+def breaks_with(module, dim: int, dtype: str, T: int) -> StudentCodeError | None:
+    """What a forward of one sequence of length T raises, or None."""
+    try:
+        module(random_input(1, T, dim, seed=913 + T, dtype=dtype))
+    except StudentCodeError as err:
+        return err
+    return None
+
+
 def _observe(student, found: Diagnosis, dim: int, heads: int, dtype: str) -> list[Observed]:
     """The outputs of a module with the grader's weights on the probes of one shape. Long sequences
     run on their own: a module built for a fixed maximum length still shows its short outputs."""
@@ -229,8 +250,10 @@ def _observe(student, found: Diagnosis, dim: int, heads: int, dtype: str) -> lis
         outs += module.map([p.args for p in long])
         short += long
     except StudentCodeError as err:
+        runs, breaks = _longest_that_runs(module, dim, dtype, 9, max(p.x.shape[1] for p in long))
         found.add("fixed_max_length", None,
-                  f"sequences of length 6 and 9 run, but length 40 raises {err.describe()}")
+                  f"sequences up to length {runs} run, but length {breaks} raises "
+                  f"{(breaks_with(module, dim, dtype, breaks) or err).describe()}")
     return [Observed(p, weights, out, reference.attention(weights, heads, p.x, p.mask))
             for p, out in zip(short, outs)]
 

@@ -9,7 +9,7 @@ that computes the scores sees that they are equal.
 import pytest
 import torch
 
-from exercise.causal_self_attention.checks import (DTYPES, SHAPE_IDS, SHAPES, compare, describe_case,
+from exercise.causal_self_attention.checks import (DTYPES, LONG_T, SHAPE_IDS, SHAPES, compare, describe_case,
                                                    random_input)
 
 
@@ -34,7 +34,7 @@ def equal_score_weights(dim: int, n_heads: int, g: torch.Generator) -> dict[str,
             "proj.weight": uniform(dim, dim), "proj.bias": uniform(dim)}
 
 
-INPUTS = ((1, 1), (3, 9), (1, 40))   # (B, T)
+INPUTS = ((1, 1), (3, 9), (1, LONG_T))   # (B, T)
 # Every shape but head_dim 1: in one dimension, equal scores for every key need keys that do not
 # depend on the input (k rows of qkv all zero), which a module could recognise.
 CASES = [(shape, i) for shape, i in zip(SHAPES, SHAPE_IDS) if shape[0] // shape[1] > 1]
