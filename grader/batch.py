@@ -6,6 +6,7 @@
     OUT/index.json            what was graded, with the key it was graded under (for resuming)
     OUT/gradebook.csv         one line per submission
     OUT/report.html           the class report (score histogram, bugs, weakest tests)
+    OUT/similar.csv, .json    pairs of submissions much alike (grader.similarity), all of them
 
 A submission is a .py or .ipynb file directly in the folder, or a sub-folder (a folder per student),
 where the one file that defines the exercise's class is graded. Each is keyed by the hash of what is
@@ -108,6 +109,7 @@ class Outcome:
     duration_s: float = 0.0
     sandbox_starts: int = 0      # warm sandboxes started, restarts included
     failure: str = ""            # why the batch stopped before the end, when it was not Ctrl-C
+    similar: similarity.Findings | None = None   # pairs much alike (similar.csv), once reported
 
     @property
     def errors(self) -> list[str]:
@@ -124,12 +126,16 @@ class Batch:
     def __init__(self, folder: Path, out: Path, *, exercise: str = exercises.DEFAULT,
                  sandbox: str = grading.DEFAULT_SANDBOX, jobs: int = 1, warm: bool = True,
                  force: bool = False, wall_s: float | None = None, course=None, template: Path | None = None,
-                 queue: str | None = None):
+                 queue: str | None = None, similar_threshold: float = similarity.THRESHOLD,
+                 compare_with: Path | None = None):
         """`queue`: a Redis URL whose workers grade the submissions (grader.queue) instead of
         this machine's own sandboxes; `course`: an instructor's points, visibility and limits
         (grader.course); `template`: starter code left out when comparing submissions."""
         self.folder, self.out, self.exercise, self.sandbox, self.queue = folder, out, exercise, sandbox, queue
         self.course, self.template = course, template
+        # pairs much alike from this share of fingerprints; an earlier term's folder compared, not graded
+        self.similar_threshold = similarity.check_threshold(similar_threshold, "similar_threshold")
+        self.compare_with = compare_with
         if wall_s is None and course is not None:
             wall_s = course.time_limit_s
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
@@ -355,13 +361,27 @@ class Batch:
         classreport.write_gradebook(outcome.rows, self.out / "gradebook.csv")
         summary = classreport.summarize(outcome.rows)
         graded = {row.key: row.submission for row in outcome.rows}
-        files = [similarity.File(graded[u.key], _script(u.path), similarity.sha256(u.content))
-                 for u in outcome.units if u.path is not None and u.key in graded]
-        starter = similarity.starter_code(exercises.get(self.exercise).statement, self.template)
+        outcome.similar = self._similar(outcome, {row.key: row.submission for row in outcome.rows})
+        classreport.write_atomic(self.out / "similar.csv", similarity.to_csv(outcome.similar))
+        classreport.write_atomic(self.out / "similar.json", similarity.to_json(outcome.similar))
         classreport.write_html(summary, outcome.rows, self.out / "report.html",
                                title=f"{self.exercise}: {self.folder.name}",
-                               similar=similarity.similar_pairs(files, starter),
-                               clusters=behaviours.clusters(outcome.rows))
+                               similar=outcome.similar, clusters=behaviours.clusters(outcome.rows))
+
+    def _similar(self, outcome: Outcome, graded: dict[str, str]) -> similarity.Findings:
+        """Pairs of graded submissions much alike, with each other, with an earlier term's
+        (`compare_with`, not graded) and with the exercise's known sources."""
+        files = [similarity.File(graded[u.key], _script(u.path), similarity.sha256(u.content))
+                 for u in outcome.units if u.path is not None and u.key in graded]
+        if self.compare_with is not None:
+            earlier = [u for u in discover(self.compare_with, self.exercise) if u.path is not None]
+            shown = text.names(f"{self.compare_with.name}/{u.key}" for u in earlier)
+            files += [similarity.File(shown[f"{self.compare_with.name}/{u.key}"], _script(u.path),
+                                      similarity.sha256(u.content), origin=similarity.Origin.EARLIER) for u in earlier]
+        exercise = exercises.get(self.exercise)
+        files += similarity.known_sources(exercise.directory)
+        starter = similarity.starter_code(exercise.statement, self.template)
+        return similarity.find(files, starter, threshold=self.similar_threshold)
 
 
 def _script(path: Path) -> bytes:
