@@ -1,6 +1,6 @@
 """How well the similarity finder tells copies from honest work, beside copydetect, on one class.
 
-    .venv/bin/python bench/similarity.py [--class DIR] [--threshold 0.8]
+    .venv/bin/python bench/similarity.py [--class DIR ...] [--threshold 0.8]
 
 The class (bench/similarity_class/, labelled by its manifest.toml) holds disguised copies of correct
 solutions (renames and dead code, split and merged lines, reordered statements, equivalent tensor ops
@@ -32,13 +32,18 @@ from grader import similarity  # noqa: E402
 CLASS = ROOT / "bench" / "similarity_class"
 
 
-def labelled(folder: Path) -> tuple[list[Path], set[frozenset[str]]]:
-    """The class's files and its true copy pairs (every pair inside a manifest group)."""
-    manifest = tomllib.loads((folder / "manifest.toml").read_text())
-    files = sorted(folder.glob("*.py"))
+def labelled(folders: list[Path]) -> tuple[list[Path], set[frozenset[str]]]:
+    """The class's files (of every folder, one class) and its true copy pairs (every pair inside a
+    manifest group)."""
+    files, groups = [], {}
+    for folder in folders:
+        groups |= tomllib.loads((folder / "manifest.toml").read_text())["groups"]
+        files += sorted(folder.glob("*.py"))
     names = {f.name for f in files}
+    if len(names) != len(files):
+        raise SystemExit("two folders hold files of the same name")
     copies = set()
-    for group, members in manifest["groups"].items():
+    for group, members in groups.items():
         missing = set(members) - names
         if missing:
             raise SystemExit(f"manifest group {group} names files the class lacks: {sorted(missing)}")
@@ -81,10 +86,13 @@ def copydetect_scores(files: list[Path], starter: list[str]) -> dict[frozenset[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--class", dest="folder", type=Path, default=CLASS)
+    parser.add_argument("--class", dest="folders", type=Path, action="append",
+                        help="a labelled class folder (again for more, measured as one class; default: "
+                             "bench/similarity_class)")
     parser.add_argument("--threshold", type=float, default=similarity.THRESHOLD)
     args = parser.parse_args()
-    files, copies = labelled(args.folder)
+    folders = args.folders or [CLASS]
+    files, copies = labelled(folders)
     starter = similarity.starter_code(exercises.get(exercises.DEFAULT).statement)
     started = time.perf_counter()
     mine = ours(files, starter)
@@ -93,7 +101,7 @@ def main() -> None:
     found = flagged & copies
     recall = len(found) / len(copies)
     precision = len(found) / len(flagged) if flagged else 1.0
-    print(f"class: {len(files)} files, {len(mine)} pairs, {len(copies)} true copy pairs ({args.folder})")
+    print(f"class: {len(files)} files, {len(mine)} pairs, {len(copies)} true copy pairs ({', '.join(str(f) for f in folders)})")
     print(f"grader.similarity at threshold {args.threshold:g}: recall {recall:.2f} ({len(found)}/{len(copies)}), "
           f"precision {precision:.2f} ({len(found)}/{len(flagged)}), {took:.2f} s")
     for pair in sorted(copies - flagged, key=sorted):

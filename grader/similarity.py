@@ -50,6 +50,7 @@ MAX_PAIRS = 50    # pairs the class report shows; similar.csv and similar.json h
 BOILERPLATE_SHARE = 0.3   # a fingerprint in this share of the class's files (and in more than
 BOILERPLATE_MIN = 4       # this many) is the class's boilerplate, not a sign of copying
 MIN_FINGERPRINTS = 8      # a file with fewer left after boilerplate is too short to pair
+NEAR_COPY = 0.95          # files this alike count as one when finding the boilerplate
 
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
          tokenize.ENCODING, tokenize.ENDMARKER}
@@ -297,12 +298,28 @@ def _compare(files: list[File], starter: list[str]):
 
 
 def _boilerplate(files: list[_Prepared]) -> set[int]:
-    """Fingerprints so many files of the class have that they say nothing about copying."""
+    """Fingerprints so many files of the class have that they say nothing about copying. Files that
+    are near copies of each other count once: twenty students handing in one solution do not make
+    it the class's boilerplate (and so hide it), while code all kinds of solutions share still is."""
+    parent = list(range(len(files)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    for i, j in combinations(range(len(files)), 2):
+        a, b = files[i].prints, files[j].prints
+        if a and b and len(a & b) >= NEAR_COPY * min(len(a), len(b)):
+            parent[root(i)] = root(j)
+    groups: dict[int, set[int]] = {}
+    for i, p in enumerate(files):
+        groups.setdefault(root(i), set()).update(p.prints)
     count: dict[int, int] = {}
-    for p in files:
-        for h in p.prints:
+    for prints in groups.values():
+        for h in prints:
             count[h] = count.get(h, 0) + 1
-    floor = max(BOILERPLATE_MIN, BOILERPLATE_SHARE * len(files))
+    floor = max(BOILERPLATE_MIN, BOILERPLATE_SHARE * len(groups))
     return {h for h, n in count.items() if n > floor}
 
 
