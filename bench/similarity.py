@@ -111,6 +111,14 @@ def main() -> None:
     honest_top = max(s for p, s in mine.items() if p not in copies)
     copy_low = min(s for p, s in mine.items() if p in copies)
     print(f"  lowest copy pair {copy_low:.2f}, highest honest pair {honest_top:.2f}")
+    known = similarity.known_sources(exercises.get(exercises.DEFAULT).directory)
+    if known:  # no file of the class copies torch: how close the nearest comes to its attention source
+        records = [similarity.File(f.name, f.read_bytes()) for f in files]
+        against = [p for p in similarity.find(records + known, starter, threshold=1e-12).pairs
+                   if p.origin is similarity.Origin.KNOWN]
+        top = max(against, key=lambda p: p.similarity, default=None)
+        print(f"  against torch's own attention source: highest figure {top.similarity if top else 0:.2f}"
+              + (f" ({top.a})" if top else ""))
     theirs = copydetect_scores(files, starter)
     print(f"ROC AUC: grader.similarity {auc(mine, copies):.3f}   copydetect "
           + (f"{auc(theirs, copies):.3f}" if theirs is not None else "not installed (pip install copydetect==0.5.0)"))

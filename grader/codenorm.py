@@ -106,6 +106,10 @@ def _prune(block: list[ast.stmt], *, module: bool = False) -> list[ast.stmt]:
             if constant is not None:
                 out.extend(_prune(stmt.body if constant else stmt.orelse))
                 continue
+        unpacked = _unpacked(stmt)
+        if unpacked is not None:
+            out.extend(unpacked)
+            continue
         for field in ("body", "orelse", "finalbody"):
             inner = getattr(stmt, field, None)
             if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
@@ -117,6 +121,33 @@ def _prune(block: list[ast.stmt], *, module: bool = False) -> list[ast.stmt]:
         if isinstance(stmt, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
             break  # the rest of the block never runs
     return out
+
+
+def _unpacked(stmt: ast.stmt) -> list[ast.stmt] | None:
+    """`a, b = (f(a), g(b))` as `a = f(a)` then `b = g(b)`, and `a, b = [f(t) for t in X]` as
+    `a, b = X` then `a = f(a)`, `b = f(b)`: one assignment per name, however it was packed; None
+    where the statement is no such assignment (or the order would change what it means)."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List))
+            and all(isinstance(t, ast.Name) for t in stmt.targets[0].elts)):
+        return None
+    names = [t.id for t in stmt.targets[0].elts]
+    value = stmt.value
+
+    def assign(name: str, expr: ast.expr) -> ast.stmt:
+        return ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=expr), stmt)
+    if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(names):
+        if any(set(_reads(e)) & set(names[:i]) for i, e in enumerate(value.elts)):
+            return None
+        return [assign(n, e) for n, e in zip(names, value.elts)]
+    if (isinstance(value, (ast.ListComp, ast.GeneratorExp)) and len(value.generators) == 1
+            and not value.generators[0].ifs and isinstance(value.generators[0].target, ast.Name)):
+        loop = value.generators[0]
+        if set(_reads(value.elt)) & set(names):
+            return None
+        first = ast.copy_location(ast.Assign(targets=[stmt.targets[0]], value=loop.iter), stmt)
+        return [first] + [assign(n, _Substitute(loop.target.id, ast.Name(id=n, ctx=ast.Load())).visit(
+            copy.deepcopy(value.elt))) for n in names]
+    return None
 
 
 def _is_print(node: ast.expr) -> bool:
@@ -163,6 +194,11 @@ def _drop_unread(tree: ast.Module) -> None:
 
 
 def _unread_assignment(stmt: ast.stmt, reads: dict[str, int], *, module: bool) -> bool:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        # a private helper nothing calls (a public function may be what an exercise asks for)
+        dunder = stmt.name.startswith("__") and stmt.name.endswith("__")
+        return (stmt.name.startswith("_") and not dunder and not stmt.decorator_list
+                and reads.get(stmt.name, 0) == 0 and reads.get("self." + stmt.name, 0) == 0)
     if module or not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         return False
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -287,6 +323,9 @@ class _Canonical(ast.NodeTransformer):
         on_module = _dotted_root(func.value) in self.modules
         _positional_dim(node, method_args=len(node.args) - (1 if on_module else 0))
         keywords = node.keywords
+        if on_module and name == "linear" and len(node.args) >= 2 and _layer_weight(node.args[1]) is not None:
+            layer = _layer_weight(node.args[1])  # F.linear(x, self.qkv.weight, self.qkv.bias) is self.qkv(x)
+            return ast.copy_location(ast.Call(func=layer, args=[node.args[0]], keywords=[]), node)
         if on_module and name == "sqrt" and len(node.args) == 1:
             return ast.copy_location(ast.BinOp(left=node.args[0], op=ast.Pow(), right=ast.Constant(0.5)), node)
         if on_module and name == "einsum":
@@ -299,6 +338,9 @@ class _Canonical(ast.NodeTransformer):
         obj = func.value
         if name in ("matmul", "bmm") and len(node.args) == 1:
             return _matmul(obj, node.args[0], node)
+        if name in ("logical_and", "logical_or") and len(node.args) == 1:
+            op = ast.BitAnd() if name == "logical_and" else ast.BitOr()
+            return ast.copy_location(ast.BinOp(left=obj, op=op, right=node.args[0]), node)
         if name == "contiguous" and not node.args:
             return obj
         if name == "view":
@@ -333,6 +375,11 @@ class _Canonical(ast.NodeTransformer):
             if _EINSUM_OPERANDS.match(node.args[0].value):
                 return _matmul(node.args[1], node.args[2], node)
         return node
+
+
+def _layer_weight(node: ast.expr) -> ast.expr | None:
+    """`layer` of `layer.weight`."""
+    return node.value if isinstance(node, ast.Attribute) and node.attr == "weight" else None
 
 
 def _unshuffled(node: ast.expr) -> ast.expr:
