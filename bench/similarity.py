@@ -32,23 +32,26 @@ from grader import similarity  # noqa: E402
 CLASS = ROOT / "bench" / "similarity_class"
 
 
-def labelled(folders: list[Path]) -> tuple[list[Path], set[frozenset[str]]]:
-    """The class's files (of every folder, one class) and its true copy pairs (every pair inside a
-    manifest group)."""
-    files, groups = [], {}
+def labelled(folders: list[Path]) -> tuple[dict[str, Path], set[frozenset[str]]]:
+    """The class's files by class name (every folder's, and the corpus files its manifest takes in,
+    one class) and its true copy pairs (every pair inside a manifest group)."""
+    files, groups = {}, {}
     for folder in folders:
-        groups |= tomllib.loads((folder / "manifest.toml").read_text())["groups"]
-        files += sorted(folder.glob("*.py"))
-    names = {f.name for f in files}
-    if len(names) != len(files):
-        raise SystemExit("two folders hold files of the same name")
+        manifest = tomllib.loads((folder / "manifest.toml").read_text())
+        groups |= manifest["groups"]
+        found = [(f.name, f) for f in sorted(folder.glob("*.py"))]
+        found += [(name, ROOT / path) for name, path in manifest.get("corpus", {}).items()]
+        for name, path in found:
+            if name in files:
+                raise SystemExit(f"two files of the class are named {name}")
+            files[name] = path
     copies = set()
     for group, members in groups.items():
-        missing = set(members) - names
+        missing = set(members) - set(files)
         if missing:
             raise SystemExit(f"manifest group {group} names files the class lacks: {sorted(missing)}")
         copies |= {frozenset(p) for p in combinations(members, 2)}
-    return files, copies
+    return dict(sorted(files.items())), copies
 
 
 def auc(scores: dict[frozenset[str], float], copies: set[frozenset[str]]) -> float:
@@ -59,12 +62,15 @@ def auc(scores: dict[frozenset[str], float], copies: set[frozenset[str]]) -> flo
     return wins / (len(positive) * len(negative))
 
 
-def ours(files: list[Path], starter: list[str]) -> dict[frozenset[str], float]:
-    records = [similarity.File(f.name, f.read_bytes(), similarity.sha256(f.read_bytes())) for f in files]
-    return similarity.scores(records, starter)
+def records(files: dict[str, Path]) -> list[similarity.File]:
+    return [similarity.File(name, path.read_bytes(), similarity.sha256(path.read_bytes())) for name, path in files.items()]
 
 
-def copydetect_scores(files: list[Path], starter: list[str]) -> dict[frozenset[str], float] | None:
+def ours(files: dict[str, Path], starter: list[str]) -> dict[frozenset[str], float]:
+    return similarity.scores(records(files), starter)
+
+
+def copydetect_scores(files: dict[str, Path], starter: list[str]) -> dict[frozenset[str], float] | None:
     try:
         import numpy as np
         from copydetect import CodeFingerprint, compare_files
@@ -75,8 +81,8 @@ def copydetect_scores(files: list[Path], starter: list[str]) -> dict[frozenset[s
         boiler = Path(tmp) / "statement.py"
         boiler.write_text("\n".join(starter))
         boilerplate = np.array(sorted(CodeFingerprint(str(boiler), k, window, language="python").hashes))
-        prints = {f.name: CodeFingerprint(str(f), k, window, boilerplate=boilerplate, language="python")
-                  for f in files}
+        prints = {name: CodeFingerprint(str(path), k, window, boilerplate=boilerplate, language="python")
+                  for name, path in files.items()}
     out = {}
     for a, b in combinations(sorted(prints), 2):
         _, (share_a, share_b), _ = compare_files(prints[a], prints[b])
@@ -113,8 +119,7 @@ def main() -> None:
     print(f"  lowest copy pair {copy_low:.2f}, highest honest pair {honest_top:.2f}")
     known = similarity.known_sources(exercises.get(exercises.DEFAULT).directory)
     if known:  # no file of the class copies torch: how close the nearest comes to its attention source
-        records = [similarity.File(f.name, f.read_bytes()) for f in files]
-        against = [p for p in similarity.find(records + known, starter, threshold=1e-12).pairs
+        against = [p for p in similarity.find(records(files) + known, starter, threshold=1e-12).pairs
                    if p.origin is similarity.Origin.KNOWN]
         top = max(against, key=lambda p: p.similarity, default=None)
         print(f"  against torch's own attention source: highest figure {top.similarity if top else 0:.2f}"

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 import exercise as exercises
+from bench.similarity import labelled
 from grader import similarity
 from tests.queueing import ACCEPT_LOCAL
 from tests.test_batch import batch
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "bench" / "similarity_class"
+BENCH, COPIES_OF = labelled([ROOT / "bench" / "similarity_class"])   # name -> file; the true copy pairs
 STARTER = similarity.starter_code(exercises.get(exercises.DEFAULT).statement)
 COPIES = [("g5_sdpa.py", "g5_sdpa__split.py"), ("g2_einsum.py", "g2_einsum__matmul.py")]
 HONEST = ["h_sdpa_amy.py", "h_sdpa_cai.py"]
@@ -59,8 +60,10 @@ class CausalSelfAttention(nn.Module):
 ''')
 
 
-def files(names: list[str], folder: Path = BENCH) -> list[similarity.File]:
-    return [similarity.File(n, (folder / n).read_bytes(), similarity.sha256((folder / n).read_bytes())) for n in names]
+def files(names: list[str], folder: Path | None = None) -> list[similarity.File]:
+    """The named files of `folder`, or of the bench's class."""
+    paths = {n: folder / n if folder is not None else BENCH[n] for n in names}
+    return [similarity.File(n, p.read_bytes(), similarity.sha256(p.read_bytes())) for n, p in paths.items()]
 
 
 def pairs_of(findings: similarity.Findings) -> set[frozenset[str]]:
@@ -78,17 +81,13 @@ def test_disguised_copies_are_found_and_honest_solutions_and_stubs_are_not():
 
 def test_the_whole_bench_class_separates_at_the_default():
     """Every labelled copy of bench/similarity_class at or above the threshold, no honest pair."""
-    import tomllib
-    from itertools import combinations
-    groups = tomllib.loads((BENCH / "manifest.toml").read_text())["groups"].values()
-    copies = {frozenset(p) for members in groups for p in combinations(members, 2)}
-    found = similarity.find(files(sorted(p.name for p in BENCH.glob("*.py"))), STARTER)
-    assert pairs_of(found) == copies
+    found = similarity.find(files(sorted(BENCH)), STARTER)
+    assert pairs_of(found) == COPIES_OF
 
 
 def test_a_template_and_the_statement_are_left_out(tmp_path):
     """Two files that share only the handed-out template are not a pair; the same two without it are."""
-    template = (BENCH / "g5_sdpa.py").read_text()
+    template = BENCH["g5_sdpa.py"].read_text()
     one, two = template + "\n\ndef helper_one(a, b):\n    return a * 2 + b\n", template + "\n\ndef helper_two(z):\n    return z - 1\n"
     (tmp_path / "one.py").write_text(one)
     (tmp_path / "two.py").write_text(two)
@@ -100,7 +99,7 @@ def test_a_template_and_the_statement_are_left_out(tmp_path):
 
 
 def test_code_that_does_not_parse_is_still_compared(tmp_path):
-    source = (BENCH / "g1_nanogpt.py").read_text()
+    source = BENCH["g1_nanogpt.py"].read_text()
     (tmp_path / "a.py").write_text(source + "\nthis is not python (\n")
     (tmp_path / "b.py").write_text(source.replace("att", "w") + "\nnor is this ]\n")
     assert pairs_of(similarity.find(files(["a.py", "b.py"], tmp_path), STARTER)) == {frozenset(("a.py", "b.py"))}
@@ -135,11 +134,11 @@ def graded(tmp_path_factory):
     klass.mkdir()
     earlier.mkdir()
     for name in [n for pair in COPIES for n in pair] + HONEST + STUBS:
-        shutil.copy(BENCH / name, klass / name)
+        shutil.copy(BENCH[name], klass / name)
     (klass / "borrowed.py").write_text(torch_copy())
-    shutil.copy(BENCH / "g3_chunk.py", klass / "g3_chunk.py")
-    shutil.copy(BENCH / "g3_chunk__einsum.py", earlier / "last_year.py")  # a copy of last year's
-    shutil.copy(BENCH / "h_example.py", earlier / "other.py")
+    shutil.copy(BENCH["g3_chunk.py"], klass / "g3_chunk.py")
+    shutil.copy(BENCH["g3_chunk__einsum.py"], earlier / "last_year.py")  # a copy of last year's
+    shutil.copy(BENCH["h_example.py"], earlier / "other.py")
     run = batch(klass, root / "out", "--jobs", "2", "--compare-with", str(earlier), *ACCEPT_LOCAL)
     assert run.exit_code in (0, 1), run.output  # a grade of torch's copy may be refused: still a row
     return root, run
@@ -217,7 +216,7 @@ def test_the_terminal_and_the_report_say_when_the_cap_cuts_pairs(tmp_path):
     says how many more similar.csv has; so does the terminal."""
     klass = tmp_path / "class"
     klass.mkdir()
-    source = (BENCH / "g1_nanogpt.py").read_text()
+    source = BENCH["g1_nanogpt.py"].read_text()
     for i in range(12):
         (klass / f"s{i:02}.py").write_text(f"# student {i}\n" + source.replace("att", f"att{i}"))
     run = batch(klass, tmp_path / "out", "--jobs", "2", *ACCEPT_LOCAL)
