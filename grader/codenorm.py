@@ -433,10 +433,34 @@ def _loads(stmt: ast.AST) -> set[str]:
     return set(_reads(stmt))
 
 
+class _Facts:
+    """What each statement of a block reads and assigns, computed once per statement (a statement
+    rewritten in place is forgotten, and computed again when asked)."""
+
+    def __init__(self):
+        self.known: dict[int, tuple[ast.stmt, dict[str, int], set[str]]] = {}
+
+    def _get(self, stmt: ast.stmt):
+        entry = self.known.get(id(stmt))
+        if entry is None or entry[0] is not stmt:
+            entry = self.known[id(stmt)] = (stmt, _reads(stmt), _stores(stmt))
+        return entry
+
+    def reads(self, stmt: ast.stmt) -> dict[str, int]:
+        return self._get(stmt)[1]
+
+    def stores(self, stmt: ast.stmt) -> set[str]:
+        return self._get(stmt)[2]
+
+    def forget(self, stmt: ast.stmt) -> None:
+        self.known.pop(id(stmt), None)
+
+
 def _inline(block: list[ast.stmt]) -> list[ast.stmt]:
     """Puts a value assigned to a name and read once, later in the same block, where it is read,
     when nothing it reads changes in between."""
     block = list(block)
+    facts = _Facts()
     changed = True
     while changed:
         changed = False
@@ -445,23 +469,24 @@ def _inline(block: list[ast.stmt]) -> list[ast.stmt]:
                 continue
             name = stmt.targets[0].id
             needs = _loads(stmt.value)
-            if _cheap(stmt.value) and _spread(block, i, name, needs):
+            if _cheap(stmt.value) and _spread(block, i, name, needs, facts):
                 changed = True
                 break
             for j in range(i + 1, len(block)):
                 later = block[j]
-                uses = _reads(later).get(name, 0)
+                uses = facts.reads(later).get(name, 0)
                 if uses:
-                    rest_uses = sum(_reads(s).get(name, 0) for s in block[j + 1:])
-                    rebound_here = name in _stores(later) and not _compound(later)  # an `if` may not run
-                    if (uses == 1 and (rest_uses == 0 or rebound_here) and not (_stores(later) - {name}) & needs
+                    rest_uses = sum(facts.reads(s).get(name, 0) for s in block[j + 1:])
+                    rebound_here = name in facts.stores(later) and not _compound(later)  # an `if` may not run
+                    if (uses == 1 and (rest_uses == 0 or rebound_here) and not (facts.stores(later) - {name}) & needs
                             and _flat_use(later, name)):
+                        facts.forget(later)
                         block[j] = _Substitute(name, stmt.value).visit(later)
                         block[j].lines = getattr(later, "lines", _span(later)) | getattr(stmt, "lines", _span(stmt))
                         del block[i]
                         changed = True
                     break
-                if name in _stores(later) or _stores(later) & needs:
+                if name in facts.stores(later) or facts.stores(later) & needs:
                     break
             if changed:
                 break
@@ -476,18 +501,19 @@ def _cheap(value: ast.expr) -> bool:
                for n in ast.walk(value)) and not isinstance(value, ast.Tuple)
 
 
-def _spread(block: list[ast.stmt], i: int, name: str, needs: set[str]) -> bool:
+def _spread(block: list[ast.stmt], i: int, name: str, needs: set[str], facts: _Facts) -> bool:
     """Puts the cheap value of block[i] everywhere it is read in the rest of the block, when neither
     the name nor what the value reads is assigned again there; True when done (block[i] removed)."""
     rest = block[i + 1:]
-    if any((name in _stores(s)) or (_stores(s) & needs) for s in rest):
+    if any((name in facts.stores(s)) or (facts.stores(s) & needs) for s in rest):
         return False
-    if not any(name in _reads(s) for s in rest):
+    if not any(name in facts.reads(s) for s in rest):
         return False
     value = block[i].value
     for j in range(i + 1, len(block)):
-        if name in _reads(block[j]):
+        if name in facts.reads(block[j]):
             lines = getattr(block[j], "lines", _span(block[j]))
+            facts.forget(block[j])
             block[j] = _Substitute(name, value).visit(block[j])
             block[j].lines = lines | getattr(block[i], "lines", _span(block[i]))
     del block[i]
