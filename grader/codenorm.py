@@ -36,6 +36,12 @@ tril triu logical_not logical_and logical_or where unsqueeze squeeze flatten unf
 split unbind to bool float sqrt rsqrt mean detach contiguous expand repeat_interleave
 """.split())
 INF = "INF"   # the one spelling of infinity
+# Past these sizes the rewriting (quadratic in a block's length) is not tried and the caller compares
+# plain tokens: a solution has about 1,000 nodes and blocks of tens of statements, while a hostile
+# file of 10,000 definitions took minutes (tests/submissions/attacks/many_definitions_of_one_name.py).
+MAX_NODES = 20_000
+MAX_BLOCK = 300
+CHEAP_NODES = 16   # a value repeated where it is read stays this small (`a = b + b` chains cannot double)
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,12 @@ def normal_form(source: str) -> list[Statement] | None:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    nodes = 0
+    for node in ast.walk(tree):
+        nodes += 1
+        body = getattr(node, "body", None)
+        if nodes > MAX_NODES or (isinstance(body, list) and len(body) > MAX_BLOCK):
+            return None
     try:
         tree = _Canonical(_module_flags(tree)).visit(tree)
         tree.body = _prune(tree.body, module=True)
@@ -496,9 +508,10 @@ def _inline(block: list[ast.stmt]) -> list[ast.stmt]:
 def _cheap(value: ast.expr) -> bool:
     """A value made of names, constants, attributes, subscripts and arithmetic: no call, so
     repeating it where it is read changes nothing (`hd = C // H`, `H = self.n_heads`)."""
-    return all(isinstance(n, (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp,
-                              ast.operator, ast.unaryop, ast.expr_context, ast.Tuple, ast.Slice))
-               for n in ast.walk(value)) and not isinstance(value, ast.Tuple)
+    nodes = list(ast.walk(value))
+    return len(nodes) <= CHEAP_NODES and not isinstance(value, ast.Tuple) and all(isinstance(n, (
+        ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop,
+        ast.expr_context, ast.Tuple, ast.Slice)) for n in nodes)
 
 
 def _spread(block: list[ast.stmt], i: int, name: str, needs: set[str], facts: _Facts) -> bool:

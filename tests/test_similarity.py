@@ -226,3 +226,12 @@ def test_the_terminal_and_the_report_say_when_the_cap_cuts_pairs(tmp_path):
     assert f"{cut} more pair(s) are only in" in run.output
     section = (run.out / "report.html").read_text().split('id="similar"', 1)[1]
     assert f"Showing the {similarity.MAX_PAIRS} most alike of 66 pairs" in section
+
+
+def test_a_file_too_big_to_rewrite_is_compared_on_its_plain_tokens():
+    """The attack of 10,000 definitions of one name: the rewriting (quadratic in a block) is not
+    tried, and the file is still compared, on its tokens."""
+    from grader import codenorm
+    source = (ROOT / "tests" / "submissions" / "attacks" / "many_definitions_of_one_name.py").read_bytes()
+    assert codenorm.normal_form(source.decode()) is None
+    assert len(similarity.tokens(source)) == len(similarity.plain_tokens(source)) > 10_000
