@@ -57,7 +57,7 @@ def similar_section(similar) -> str:
         return head + note + '<p class="muted">No two submissions are much alike.</p>'
     out = [head, note]
     if len(pairs) > MAX_PAIRS:
-        out.append(f'<p class="notice"><b>Showing the {MAX_PAIRS} most alike of {len(pairs)} pairs</b>: '
+        out.append(f'<p><b>Showing the {MAX_PAIRS} most alike of {len(pairs)} pairs</b>: '
                    f"{len(pairs) - MAX_PAIRS} more are in similar.csv.</p>")
     out.append('<table><tr><th class="num">Alike</th><th>Submissions</th></tr>')
     for i, p in enumerate(pairs[:MAX_PAIRS]):
