@@ -275,6 +275,8 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         except SandboxUnavailable as err:
             raise click.ClickException(str(err)) from err
         _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=False)
+    if compare_with is not None and compare_with.resolve() == folder.resolve():
+        raise BadInput(f"--compare-with {compare_with} is the folder being graded: give an earlier term's folder")
     course = _course(course_file, exercise_name)
     units = batches.discover(folder, exercise_name)
     if not units:

@@ -235,3 +235,9 @@ def test_a_file_too_big_to_rewrite_is_compared_on_its_plain_tokens():
     source = (ROOT / "tests" / "submissions" / "attacks" / "many_definitions_of_one_name.py").read_bytes()
     assert codenorm.normal_form(source.decode()) is None
     assert len(similarity.tokens(source)) == len(similarity.plain_tokens(source)) > 10_000
+
+
+def test_comparing_a_class_with_itself_is_refused(tmp_path):
+    run = batch(ROOT / "examples", tmp_path / "out", "--compare-with", str(ROOT / "examples"), *ACCEPT_LOCAL)
+    assert run.exit_code == 2 and "is the folder being graded" in run.output, run.output
+    assert len(run.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
