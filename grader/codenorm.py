@@ -188,7 +188,7 @@ def _reads(tree: ast.AST) -> dict[str, int]:
 
 def _drop_unread(tree: ast.Module) -> None:
     """Assignments to a name or `self.` attribute that nothing reads, repeatedly (one dropped may
-    leave another unread). `self.qkv` and `self.proj` are read by the grader: they stay."""
+    leave another unread)."""
     while True:
         reads = _reads(tree)
         dropped = False
@@ -215,7 +215,7 @@ def _unread_assignment(stmt: ast.stmt, reads: dict[str, int], *, module: bool) -
         return False
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
     keys = [_key(t) for t in targets]
-    if any(k is None for k in keys) or any(k in ("self.qkv", "self.proj") for k in keys):
+    if any(k is None for k in keys):
         return False
     value = stmt.value
     if value is not None and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
@@ -336,7 +336,7 @@ class _Canonical(ast.NodeTransformer):
         _positional_dim(node, method_args=len(node.args) - (1 if on_module else 0))
         keywords = node.keywords
         if on_module and name == "linear" and len(node.args) >= 2 and _layer_weight(node.args[1]) is not None:
-            layer = _layer_weight(node.args[1])  # F.linear(x, self.qkv.weight, self.qkv.bias) is self.qkv(x)
+            layer = _layer_weight(node.args[1])  # F.linear(x, l.weight, l.bias) is l(x)
             return ast.copy_location(ast.Call(func=layer, args=[node.args[0]], keywords=[]), node)
         if on_module and name == "sqrt" and len(node.args) == 1:
             return ast.copy_location(ast.BinOp(left=node.args[0], op=ast.Pow(), right=ast.Constant(0.5)), node)
