@@ -65,6 +65,7 @@ def normal_form(source: str) -> list[Statement] | None:
     try:
         tree = _Canonical(_module_flags(tree)).visit(tree)
         tree.body = _prune(tree.body, module=True)
+        _inline_helpers(tree)
         _drop_unread(tree)
         for node in ast.walk(tree):
             for field in ("body", "orelse", "finalbody"):
@@ -118,6 +119,14 @@ def _prune(block: list[ast.stmt], *, module: bool = False) -> list[ast.stmt]:
             if constant is not None:
                 out.extend(_prune(stmt.body if constant else stmt.orelse))
                 continue
+        if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
+                and isinstance(stmt.value.func.value, ast.Name) and stmt.value.func.attr.endswith("_")
+                and not stmt.value.func.attr.startswith("_")):
+            # x.masked_fill_(m, v) as x = x.masked_fill(m, v): in place or not, the same step
+            call = stmt.value
+            call.func.attr = call.func.attr[:-1]
+            stmt = ast.copy_location(ast.Assign(targets=[ast.Name(id=call.func.value.id, ctx=ast.Store())],
+                                                value=call), stmt)
         unpacked = _unpacked(stmt)
         if unpacked is not None:
             out.extend(unpacked)
@@ -160,6 +169,50 @@ def _unpacked(stmt: ast.stmt) -> list[ast.stmt] | None:
         return [first] + [assign(n, _Substitute(loop.target.id, ast.Name(id=n, ctx=ast.Load())).visit(
             copy.deepcopy(value.elt))) for n in names]
     return None
+
+
+def _inline_helpers(tree: ast.Module) -> None:
+    """A helper whose body is one `return EXPR` (a function, or a method called on `self`) is put
+    where it is called, its parameters replaced by the call's arguments: a helper written out in
+    place and one called read alike. A helper nothing calls any more is then dropped, if private."""
+    helpers: dict[str, ast.FunctionDef] = {}
+    for node in ast.walk(tree):
+        for stmt in getattr(node, "body", ()) if isinstance(node, (ast.Module, ast.ClassDef)) else ():
+            if (isinstance(stmt, ast.FunctionDef) and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return)
+                    and stmt.body[0].value is not None and not stmt.decorator_list and not stmt.args.vararg
+                    and not stmt.args.kwarg and not stmt.args.kwonlyargs and not stmt.args.defaults
+                    and len(list(ast.walk(stmt.body[0].value))) <= 4 * CHEAP_NODES):
+                method = isinstance(node, ast.ClassDef)
+                helpers[("self." if method else "") + stmt.name] = stmt
+    if helpers:
+        _CallInliner(helpers).visit(tree)
+
+
+class _CallInliner(ast.NodeTransformer):
+    def __init__(self, helpers: dict[str, ast.FunctionDef]):
+        self.helpers = helpers
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        key = _key(node.func)
+        helper = self.helpers.get(key) if key is not None else None
+        if helper is None or node.keywords:
+            return node
+        params = [a.arg for a in helper.args.args][1 if key.startswith("self.") else 0:]
+        if len(params) != len(node.args) or any(isinstance(a, ast.Starred) for a in node.args):
+            return node
+        body = copy.deepcopy(helper.body[0].value)
+        return ast.copy_location(_SubstituteAll(dict(zip(params, node.args))).visit(body), node)
+
+
+class _SubstituteAll(ast.NodeTransformer):
+    def __init__(self, values: dict[str, ast.expr]):
+        self.values = values
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.values and isinstance(node.ctx, ast.Load):
+            return copy.deepcopy(self.values[node.id])
+        return node
 
 
 def _is_print(node: ast.expr) -> bool:

@@ -19,7 +19,8 @@ from tests.queueing import ACCEPT_LOCAL
 from tests.test_batch import batch
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH, COPIES_OF = labelled([ROOT / "bench" / "similarity_class"])   # name -> file; the true copy pairs
+BENCH, COPIES_OF = labelled([ROOT / "bench" / name for name in ("similarity_class", "similarity_heldout",
+                                                                 "similarity_heldout2")])   # name -> file; true pairs
 STARTER = similarity.starter_code(exercises.get(exercises.DEFAULT).statement)
 COPIES = [("g5_sdpa.py", "g5_sdpa__split.py"), ("g2_einsum.py", "g2_einsum__matmul.py")]
 HONEST = ["h_sdpa_amy.py", "h_sdpa_cai.py"]
@@ -80,9 +81,52 @@ def test_disguised_copies_are_found_and_honest_solutions_and_stubs_are_not():
 
 
 def test_the_whole_bench_class_separates_at_the_default():
-    """Every labelled copy of bench/similarity_class at or above the threshold, no honest pair."""
+    """Every labelled copy of the bench's classes at or above the threshold, no honest pair."""
     found = similarity.find(files(sorted(BENCH)), STARTER)
     assert pairs_of(found) == COPIES_OF
+
+
+BODY = "def f(self, x, m):\n{}\n"
+EQUIVALENT = [  # (name, one way, another way): each pair must have one normal form
+    ("renamed", "    s = x @ x.transpose(-2, -1)\n    return s.softmax(-1)",
+     "    scores = x @ x.transpose(-2, -1)\n    return scores.softmax(-1)"),
+    ("matmul and @", "    return torch.matmul(x, m)", "    return x @ m"),
+    ("einsum and @", "    return torch.einsum('bhqd,bhkd->bhqk', x, m)", "    return x @ m.transpose(-2, -1)"),
+    (".mT", "    return x @ m.mT", "    return x @ m.transpose(-1, -2)"),
+    ("function and method", "    return F.softmax(x, dim=-1)", "    return x.softmax(-1)"),
+    ("split lines", "    y = x.reshape(2, 3)\n    y = y.transpose(1, 2)\n    return y", "    return x.reshape(2, 3).transpose(1, 2)"),
+    ("reordered", "    a = x.exp()\n    b = m.exp()\n    return a + b", "    b = m.exp()\n    a = x.exp()\n    return a + b"),
+    ("dead code", "    unused = x.sum()\n    if False:\n        print(x)\n    return x.exp()\n    x = 1", "    return x.exp()"),
+    ("in place", "    x.masked_fill_(m, 0.0)\n    return x", "    x = x.masked_fill(m, 0.0)\n    return x"),
+    ("-inf", "    return x.masked_fill(m, float('-inf'))", "    return x.masked_fill(m, -math.inf)"),
+    ("packed", "    a, b = x.exp(), m.exp()\n    return a - b", "    a = x.exp()\n    b = m.exp()\n    return a - b"),
+]
+
+
+@pytest.mark.parametrize("one,other", [(a, b) for _, a, b in EQUIVALENT], ids=[n for n, _, _ in EQUIVALENT])
+def test_equivalent_code_has_one_normal_form(one, other):
+    from grader import codenorm
+    forms = [[s.text for s in codenorm.normal_form("import torch, math\nimport torch.nn.functional as F\n" + BODY.format(b))]
+             for b in (one, other)]
+    assert forms[0] == forms[1]
+
+
+def test_a_one_line_helper_reads_as_written_in_place():
+    from grader import codenorm
+    helper = ("class C:\n    def _fold(self, t, n):\n        return t.reshape(n, -1).transpose(1, 2)\n"
+              "    def forward(self, x, n):\n        return self._fold(x, n) @ self._fold(x, n)\n")
+    inline = ("class C:\n    def forward(self, x, n):\n"
+              "        return x.reshape(n, -1).transpose(1, 2) @ x.reshape(n, -1).transpose(1, 2)\n")
+    assert [s.text for s in codenorm.normal_form(helper)] == [s.text for s in codenorm.normal_form(inline)]
+
+
+def test_different_code_keeps_different_normal_forms():
+    from grader import codenorm
+    prefix = "import torch\n"
+    a = codenorm.normal_form(prefix + BODY.format("    return x.softmax(-1) @ m"))
+    b = codenorm.normal_form(prefix + BODY.format("    return x.softmax(-2) @ m"))
+    c = codenorm.normal_form(prefix + BODY.format("    return (x @ m).softmax(-1)"))
+    assert len({tuple(s.text for s in f) for f in (a, b, c)}) == 3
 
 
 def test_a_template_and_the_statement_are_left_out(tmp_path):
