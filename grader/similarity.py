@@ -14,7 +14,7 @@ paired with no one on what little it has, unless it is byte for byte another fil
 
 Pairs are also sought against earlier terms' submissions and against known sources: library code
 that implements the exercise (an exercise's `known_sources/*.toml` names it, read from the installed
-package), so a submission made of torch's own attention source is shown as copied from it.
+package), so a submission made of a library's own implementation is shown as copied from it.
 
 Written here rather than taken from copydetect (PyPI 0.5.0): copydetect tokenises with Pygments and
 brings NumPy, tqdm and its own HTML report (with script), while the class report is one
@@ -24,7 +24,6 @@ the bench measures (bench/similarity.py compares the two on one class).
 from __future__ import annotations
 
 import ast
-import csv
 import enum
 import hashlib
 import importlib.util
@@ -344,19 +343,13 @@ def _decoded(source: bytes) -> str:
 
 # --- files for the instructor ----------------------------------------------------------------------
 
-CSV_HEADER = ("submission", "other", "other_origin", "similarity", "identical", "note")
+CSV_HEADER = ("submission", "other", "other_origin", "similarity", "identical", "note")   # similar.csv
 
 
-def to_csv(findings: Findings) -> str:
-    """similar.csv: one line per pair found (all of them, not only those the report shows)."""
-    from grader.classreport import _guard_formula
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(CSV_HEADER)
-    for p in findings.pairs:
-        writer.writerow([_guard_formula(p.a), _guard_formula(p.b), p.origin.value, f"{p.similarity:.3f}",
-                         "yes" if p.identical else "no", p.note])
-    return out.getvalue()
+def csv_rows(findings: Findings) -> list[list[str]]:
+    """similar.csv's rows: one per pair found (all of them, not only those the report shows)."""
+    return [[p.a, p.b, p.origin.value, f"{p.similarity:.3f}", "yes" if p.identical else "no", p.note]
+            for p in findings.pairs]
 
 
 def to_json(findings: Findings, *, cap: int = MAX_PAIRS) -> str:
