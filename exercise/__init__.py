@@ -43,10 +43,11 @@ class Exercise:
     def tests_package(self) -> str:
         return f"{self.package}.tests"
 
-    def job(self, limits: Limits | None = None, line_map=(), hidden: tuple[str, ...] = ()) -> HarnessJob:
-        """What the harness needs to grade a submission of this exercise."""
+    def job(self, limits: Limits | None = None, line_map=(), hidden: tuple[str, ...] = (), seed: str = "") -> HarnessJob:
+        """What the harness needs to grade a submission of this exercise; `seed`: the host's seed
+        for the grade's draws (grader.keys.grade_seed)."""
         return HarnessJob(exercise=self.name, version=self.version, tests=self.tests_package, entry=self.entry,
-                          limits=limits or self.limits, line_map=tuple(line_map), hidden=tuple(hidden))
+                          limits=limits or self.limits, line_map=tuple(line_map), hidden=tuple(hidden), seed=seed)
 
     @property
     def statement(self) -> Path:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import exercise as exercises
-from grader import classreport, formats, grading, keys, pages, similarity, text
+from grader import classreport, formats, grading, keys, pages, reportparts, similarity, text
 from grader import clusters as behaviours
 from grader import submission as submissions
 from grader.errors import GraderError, SubmissionRejected
@@ -111,7 +111,9 @@ class Outcome:
     duration_s: float = 0.0
     sandbox_starts: int = 0      # warm sandboxes started, restarts included
     failure: str = ""            # why the batch stopped before the end, when it was not Ctrl-C
-    similar: similarity.Findings | None = None   # pairs much alike (similar.csv), once reported
+    clusters: tuple = ()         # the report's clusters of unexplained mistakes (grader.clusters.Cluster)
+    similar_pairs: int = 0       # pairs of similar submissions found (all in similar.csv)
+    similar: similarity.Findings | None = None   # those pairs, once reported
 
     @property
     def errors(self) -> list[str]:
@@ -135,6 +137,7 @@ class Batch:
         (grader.course); `template`: starter code left out when comparing submissions."""
         self.folder, self.out, self.exercise, self.sandbox, self.queue = folder, out, exercise, sandbox, queue
         self.course, self.template = course, template
+        self.released: tuple[str, ...] = course.released if course is not None else ()
         # pairs much alike from this share of fingerprints; an earlier term's folder compared, not graded
         self.similar_threshold = similarity.check_threshold(similar_threshold, "similar_threshold")
         self.compare_with = compare_with
@@ -329,7 +332,7 @@ class Batch:
                 classreport.write_atomic(self.out / f"runs/{base}.json", json.dumps(run) + "\n")
             entry.update(run_key=unit.grading_key(self.run_setting), run_file=f"runs/{base}.json")
         (self.out / "pages").mkdir(exist_ok=True)
-        pages.write_page(result, self.out / f"pages/{base}.html", result_file=f"../{name}")
+        pages.write_page(result, self.out / f"pages/{base}.html", result_file=f"../{name}", released=self.released)
         entry["page_file"] = f"pages/{base}.html"
         with self._lock:
             index[unit.key] = entry
@@ -363,12 +366,23 @@ class Batch:
         classreport.write_gradebook(outcome.rows, self.out / "gradebook.csv")
         summary = classreport.summarize(outcome.rows)
         graded = {row.key: row.submission for row in outcome.rows}
-        outcome.similar = self._similar(outcome, {row.key: row.submission for row in outcome.rows})
+        outcome.similar = self._similar(outcome, graded)
         classreport.write_atomic(self.out / "similar.csv", _similar_csv(outcome.similar))
         classreport.write_atomic(self.out / "similar.json", similarity.to_json(outcome.similar))
+        outcome.clusters, outcome.similar_pairs = behaviours.clusters(outcome.rows), len(outcome.similar.pairs)
         classreport.write_html(summary, outcome.rows, self.out / "report.html",
                                title=f"{self.exercise}: {self.folder.name}",
-                               similar=outcome.similar, clusters=behaviours.clusters(outcome.rows))
+                               similar=outcome.similar,
+                               clusters=outcome.clusters, released=self.released, code=self._class_code(outcome))
+
+    def _class_code(self, outcome: Outcome) -> reportparts.ClassCode:
+        """The graded submissions' code, by shown name, and which have full marks: what the
+        clusters of the report are read against."""
+        graded = {row.key: row.submission for row in outcome.rows if row.status == Status.GRADED.value}
+        full = tuple(r.submission for r in outcome.rows if r.status == Status.GRADED.value
+                     and r.score is not None and r.score >= r.max_score - 1e-9)
+        return reportparts.ClassCode({graded[u.key]: reportparts.source_text(_script(u.path))
+                                      for u in outcome.units if u.path is not None and u.key in graded}, full)
 
     def _similar(self, outcome: Outcome, graded: dict[str, str]) -> similarity.Findings:
         """Pairs of graded submissions much alike, with each other, with an earlier term's

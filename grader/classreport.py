@@ -23,9 +23,14 @@ from rich.table import Table
 from rich.text import Text
 
 from grader import text as texts
-from grader.reportparts import _anchor, _e, _link, clusters_section, similar_section
+from grader.result import POINT_DIGITS, is_course_bug
+from grader.result import points as readable
+from grader.render import WITHHELD
+from grader.reportparts import _anchor, _e, _link, cluster_anchor, clusters_section, similar_section
 
-GRADEBOOK_HEADER = ("submission", "status", "score", "max_score", "bugs", "duration_s")
+# `bugs` holds ids (for scripts), `bug_titles` the same bugs as people read them, `cluster` the id of an
+# unexplained mistake's cluster (the class report's section of that id).
+GRADEBOOK_HEADER = ("submission", "status", "score", "max_score", "bugs", "duration_s", "bug_titles", "cluster")
 SCORED = ("graded", "rejected")     # statuses that carry a score (a rejection scores 0)
 BINS = 10
 TOP_GROUPS = 10
@@ -52,6 +57,18 @@ class Row:
     page_file: str = ""          # path of the student's feedback page (grader.pages), for links
     key: str = ""                # the entry's name as it is (the index's key), when it is known
 
+    @property
+    def cluster(self) -> str:
+        """The id of its unexplained mistake's behaviour (grader.clusters), or ''."""
+        cid = self.result.get("cluster") if isinstance(self.result, dict) else None
+        return cid if isinstance(cid, str) else ""
+
+    def bug_titles(self) -> dict[str, str]:
+        """Its bugs' ids with their titles, in the result's order (an id without a title: itself)."""
+        titles = {str(b.get("id")): str(b.get("title") or b.get("id")) for b in _list(self.result, "bugs")
+                  if isinstance(b, dict) and b.get("id") is not None}
+        return {bug_id: titles.get(bug_id, bug_id) for bug_id in dict.fromkeys(self.bug_ids)}
+
 
 @dataclass(frozen=True)
 class BugCount:
@@ -70,8 +87,10 @@ class GroupStat:
     group: str                # the group key, e.g. "test_01_interface::test_layers"
     title: str                # readable: a test name without its " [params]"
     mean_fraction: float      # mean over graded submissions of score / max_score, in [0, 1]
-    lost: int                 # graded submissions that lost points in it
+    lost: int                 # graded submissions that lost points in it (students, not points)
     submissions: int          # graded submissions that ran it
+    visibility: str = "visible"   # when the students see it (grader.result.Visibility)
+    max_score: float = 0.0        # its points (the largest over the class)
 
 
 @dataclass
@@ -89,6 +108,7 @@ class ClassSummary:
     bugs: tuple[BugCount, ...]           # mistakes most common first, then advice
     weakest: tuple[GroupStat, ...]       # at most TOP_GROUPS groups that lost points, worst first
     lookalikes: tuple[tuple[str, ...], ...] = ()  # names (as shown) that read the same as another
+    withheld: tuple[GroupStat, ...] = ()  # groups the students' pages leave out (hidden, after the due date)
 
     def bin_labels(self) -> list[str]:
         """'0–10', '10–20', ... in points of max_score (in percent when there is no max)."""
@@ -117,6 +137,8 @@ def write_gradebook(rows: list[Row], path: str | os.PathLike) -> None:
             _num(row.max_score),
             ";".join(dict.fromkeys(row.bug_ids)),
             f"{row.duration_s:.1f}",
+            _guard_formula("; ".join(row.bug_titles().values())),
+            row.cluster,
         ])
     write_atomic(path, out.getvalue())
 
@@ -134,6 +156,7 @@ def summarize(rows: list[Row]) -> ClassSummary:
     scored = [r for r in rows if r.status in SCORED]
     errored = [r for r in rows if r.status not in SCORED]
     scores = [_score(r) for r in scored]
+    groups = _group_stats([r for r in rows if r.status == "graded"])
     return ClassSummary(
         total=len(rows),
         graded=sum(r.status == "graded" for r in rows),
@@ -145,8 +168,9 @@ def summarize(rows: list[Row]) -> ClassSummary:
         median=statistics.median(scores) if scores else None,
         histogram=_histogram(scored),
         bugs=_bug_counts(rows),
-        weakest=_weakest_groups([r for r in rows if r.status == "graded"]),
+        weakest=_weakest_groups(groups),
         lookalikes=_lookalikes(rows),
+        withheld=tuple(g for g in groups if g.visibility != "visible"),
     )
 
 
@@ -193,10 +217,12 @@ def _bug_counts(rows: list[Row]) -> tuple[BugCount, ...]:
     return tuple(sorted(counts, key=lambda b: (b.advice, -b.count, b.id)))
 
 
-def _weakest_groups(graded: list[Row]) -> tuple[GroupStat, ...]:
-    """The test groups where graded submissions lost points, lowest mean fraction earned first."""
+def _group_stats(graded: list[Row]) -> list[GroupStat]:
+    """Each test group worth points, over the graded submissions: the share of its points earned."""
     fractions: dict[str, list[float]] = {}
     titles: dict[str, str] = {}
+    shown: dict[str, str] = {}
+    most_of: dict[str, float] = {}
     for row in graded:
         points: dict[str, list[float]] = {}
         for test in _list(row.result, "tests"):
@@ -204,15 +230,22 @@ def _weakest_groups(graded: list[Row]) -> tuple[GroupStat, ...]:
                 continue
             key = str(test.get("group") or test.get("id") or "")
             titles.setdefault(key, group_title(str(test.get("name") or key)))
+            shown.setdefault(key, str(test.get("visibility") or "visible"))
             earned = points.setdefault(key, [0.0, 0.0])
             earned[0] += float(test.get("score") or 0.0)
             earned[1] += float(test.get("max_score") or 0.0)
         for key, (score, most) in points.items():
             if most > 0:  # advice-only groups are worth nothing
                 fractions.setdefault(key, []).append(min(max(score / most, 0.0), 1.0))
-    stats = [GroupStat(group=key, title=titles[key], mean_fraction=statistics.fmean(values),
-                       lost=sum(v < 1.0 - _EPS for v in values), submissions=len(values))
-             for key, values in fractions.items()]
+                most_of[key] = max(most_of.get(key, 0.0), most)
+    return [GroupStat(group=key, title=titles[key], mean_fraction=statistics.fmean(values),
+                      lost=sum(v < 1.0 - _EPS for v in values), submissions=len(values),
+                      visibility=shown[key], max_score=round(most_of[key], 9))
+            for key, values in fractions.items()]
+
+
+def _weakest_groups(stats: list[GroupStat]) -> tuple[GroupStat, ...]:
+    """The test groups where graded submissions lost points, lowest mean fraction earned first."""
     weak = [s for s in stats if s.lost]
     return tuple(sorted(weak, key=lambda s: (s.mean_fraction, -s.lost, s.title))[:TOP_GROUPS])
 
@@ -248,33 +281,46 @@ td.num,th.num{text-align:right;white-space:nowrap}
 .graded{background:#2e7d32}.rejected{background:#ef6c00}.error{background:#c62828}
 .advice{background:#757575}
 code{font-size:.9em;background:#f4f4f4;padding:0 .2rem;border-radius:3px;word-break:break-all}
-.muted{color:#666}.fix{color:#444;font-size:.92em}
+.muted{color:#666}code.nowrap{white-space:nowrap;word-break:normal}.fix{color:#444;font-size:.92em}
 details{margin:.4rem 0}summary{cursor:pointer}
 .sbs{display:grid;grid-template-columns:1fr 1fr;gap:.6rem}
 .sbs pre{margin:0;font-size:12px;line-height:1.35;background:#fafafa;border:1px solid #ddd;overflow-x:auto;padding:.3rem}
 .sbs .same{background:#fff3c4;display:block}.sbs .ln{color:#999;user-select:none}
+.cluster{border:1px solid #ddd;border-radius:6px;padding:.2rem 1rem .6rem;margin:.8rem 0}
+.cluster h3{font-size:1.05rem;margin:.5rem 0 .2rem}.cluster p{margin:.3rem 0}
+.cl{display:grid;gap:.6rem;margin:.4rem 0}.cl .who{font-size:.9em;margin-bottom:.2rem}
+.cl pre,.snippet{margin:0;font-size:12px;line-height:1.35;background:#fafafa;border:1px solid #ddd;overflow-x:auto;
+padding:.3rem}.cl .diff{background:#ffd7cc;display:block}.cl .gap{color:#999}.cl .ln{color:#999;user-select:none}
+.vis{background:#8e24aa}.note{border:1px solid #ce93d8;background:#f8f0fb;border-radius:6px;padding:.6rem 1rem;
+margin:1rem 0}.note ul{margin:.3rem 0 0}
 .flag{background:#6a1b9a}.evidence{font-size:.9em;color:#333;max-width:60rem}
 svg text{font:12px system-ui,sans-serif;fill:#333}
 """
 
 
 def write_html(summary: ClassSummary, rows: list[Row], path: str | os.PathLike, *, title: str,
-               similar=(), clusters=()) -> None:
+               similar=(), clusters=(), released: tuple[str, ...] = (), code=None) -> None:
     """The self-contained HTML class report, written atomically."""
-    write_atomic(path, render_html(summary, rows, title=title, similar=similar, clusters=clusters))
+    write_atomic(path, render_html(summary, rows, title=title, similar=similar, clusters=clusters,
+                                   released=released, code=code))
 
 
-def render_html(summary: ClassSummary, rows: list[Row], *, title: str, similar=(), clusters=()) -> str:
+def render_html(summary: ClassSummary, rows: list[Row], *, title: str, similar=(), clusters=(),
+                released: tuple[str, ...] = (), code=None) -> str:
     """The HTML class report as text: inline CSS and SVG, no script, no external resource.
-    `similar`: grader.similarity.Pair of submissions much alike; `clusters`: grader.clusters.Cluster."""
+    `similar`: grader.similarity.Pair of submissions much alike; `clusters`: grader.clusters.Cluster;
+    `released`: the visibilities the students' pages show (grader.course); `code`: the submissions'
+    code by shown name, with the class's full-marks code for the clusters to be read against
+    (grader.reportparts.ClassCode)."""
     body = [f"<h1>{_e(title)}</h1>"]
     if not rows:
         body.append('<p class="muted">No submissions.</p>')
     else:
         body += [_cards(summary), _errors_alert(summary, rows), _lookalikes_alert(summary),
+                 _withheld_note(summary, released),
                  "<h2>Score distribution</h2>", _histogram_svg(summary),
-                 _bugs_section(summary), clusters_section(clusters), _groups_section(summary),
-                 similar_section(similar), _submissions_section(summary, rows)]
+                 _bugs_section(summary), clusters_section(clusters, code), _groups_section(summary),
+                 similar_section(similar), _submissions_section(summary, rows, clusters)]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
@@ -314,6 +360,24 @@ def _lookalikes_alert(s: ClassSummary) -> str:
             f"handed in which before the grades go out.<ul>{items}</ul></div>")
 
 
+def _withheld_note(s: ClassSummary, released: tuple[str, ...]) -> str:
+    """Which groups the students' pages leave out (their points included in the grades)."""
+    if not s.withheld:
+        return ""
+    items = "".join(f"<li>{_e(g.title)} ({_num(g.max_score)} points): {_visibility_badge(g.visibility)}"
+                    + (" · <b>released</b>: on the students' pages" if g.visibility in released else
+                       " · not on the students' pages") + "</li>" for g in s.withheld)
+    held = sorted({g.visibility for g in s.withheld} - set(released))
+    how = (f" To show them, put <code class=\"nowrap\">released = [{', '.join(_e(repr(v).replace(chr(39), chr(34))) for v in held)}]"
+           "</code> in the course file and run the batch again (a rescore, no regrade)." if held else "")
+    return (f'<div class="note" id="withheld"><strong>Groups the students do not see yet</strong>: '
+            f"they count in every grade here and in the gradebook.{how}<ul>{items}</ul></div>")
+
+
+def _visibility_badge(visibility: str) -> str:
+    return f'<span class="badge vis">{_e(WITHHELD.get(visibility, visibility))}</span>'
+
+
 def _histogram_svg(s: ClassSummary) -> str:
     if not any(s.histogram):
         return '<p class="muted">No scored submissions.</p>'
@@ -347,8 +411,10 @@ def _bugs_section(s: ClassSummary) -> str:
     for bug in s.bugs:
         share = bug.count / scored if scored else 0.0
         label = '<span class="badge advice">advice, no points</span> ' if bug.advice else ""
+        ident = ('<br><a class="muted" href="#clusters">named in the course file</a>' if is_course_bug(bug.id)
+                 else f"<br><code>{_e(bug.id)}</code>")
         out.append(f'<tr><td class="num">{bug.count}</td><td>{_bar(share)}</td>'
-                   f"<td>{label}{_e(bug.title)}<br><code>{_e(bug.id)}</code></td>"
+                   f"<td>{label}{_e(bug.title)}{ident}</td>"
                    f'<td class="fix">{_e(bug.fix)}</td></tr>')
     return "".join(out) + "</table>"
 
@@ -358,25 +424,34 @@ def _groups_section(s: ClassSummary) -> str:
     if not s.weakest:
         return head + '<p class="muted">No graded submission lost points in any test group.</p>'
     out = [head, ('<table><tr><th>Test group</th><th class="num">Points earned</th><th></th>'
-                  '<th class="num">Lost points</th></tr>')]
+                  '<th class="num">Students who lost points</th></tr>')]
     for g in s.weakest:
-        out.append(f"<tr><td>{_e(g.title)}<br><code>{_e(g.group)}</code></td>"
+        badge = f" {_visibility_badge(g.visibility)}" if g.visibility != "visible" else ""
+        out.append(f"<tr><td>{_e(g.title)}{badge}<br><code>{_e(g.group)}</code></td>"
                    f'<td class="num">{g.mean_fraction:.0%}</td><td>{_bar(g.mean_fraction, low=True)}</td>'
                    f'<td class="num">{g.lost} of {g.submissions}</td></tr>')
     return "".join(out) + "</table>"
 
 
-def _submissions_section(s: ClassSummary, rows: list[Row]) -> str:
+def _submissions_section(s: ClassSummary, rows: list[Row], clusters=()) -> str:
     advice = {b.id for b in s.bugs if b.advice}
     titles = {b.id: b.title for b in s.bugs}
+    numbers = {c.id: i for i, c in enumerate(clusters, 1)}
     out = ["<h2>Submissions</h2>", ('<table><tr><th>Submission</th><th>Status</th>'
                                     '<th class="num">Score</th><th>Bugs</th><th>Result</th></tr>')]
     for row in sorted(rows, key=_listing_order):
         status = row.status if row.status in SCORED else "error"
         score = "—" if row.status not in SCORED else f"{_num(_score(row))} / {_num(row.max_score)}"
-        bugs = ", ".join(f'<code title="{_e(titles.get(b, b))}"'
-                         + (' class="muted"' if b in advice else "") + f">{_e(b)}</code>"
-                         for b in dict.fromkeys(row.bug_ids))
+        # Titles, as people read them; the id (for a course file or a search) on hover.
+        named = [f'<span title="{_e(b)}"' + (' class="muted"' if b in advice else "")
+                 + f">{_e(titles.get(b, title))}</span>" for b, title in row.bug_titles().items()
+                 if not is_course_bug(b)]
+        if row.cluster and row.status == "graded":
+            cluster = next((titles.get(b, t) for b, t in row.bug_titles().items() if is_course_bug(b)), "")
+            number = numbers.get(row.cluster)
+            label = (_e(cluster) if cluster else "unexplained mistake" + (f", cluster {number}" if number else ""))
+            named.append(f'<a href="#{cluster_anchor(row.cluster)}">{label}</a>')
+        bugs = "; ".join(named)
         links = [f'<a href="{_e(quote(f.replace(os.sep, "/")))}">{label}</a>'
                  for f, label in ((row.page_file, "feedback"), (row.result_file, "JSON")) if f]
         link = " · ".join(links) or '<span class="muted">none</span>'
@@ -414,9 +489,12 @@ def _bar(fraction: float, *, low: bool = False) -> str:
 _BLOCKS = "▁▂▃▄▅▆▇█"
 
 
-def print_summary(summary: ClassSummary, console: Console) -> None:
-    """A summary of at most 12 lines: counts, scores, histogram, top bugs, weakest groups, errors;
-    then a line for each group of submission names that read the same.
+def print_summary(summary: ClassSummary, console: Console, *, clusters=(), similar: int = 0,
+                  released: tuple[str, ...] = ()) -> None:
+    """A summary of at most 15 lines: counts, scores, histogram, top bugs, weakest groups, clusters of
+    unexplained mistakes (`clusters`: grader.clusters.Cluster), similar pairs (`similar`: how many the
+    report shows), groups the students do not see yet, errors; then a line for each group of
+    submission names that read the same.
 
     Student text goes in as `Text`, never parsed as markup, so a name like "[red]x" prints as is."""
     if not summary.total:
@@ -436,11 +514,23 @@ def print_summary(summary: ClassSummary, console: Console) -> None:
                                                 (" ".join(map(str, s.histogram)), "dim")))
     for i, bug in enumerate(s.mistakes[:4]):
         grid.add_row("Top bugs" if i == 0 else "",
-                     Text.assemble((f"{bug.count}×", "bold"), f" {bug.title} ", (f"({bug.id})", "dim")))
+                     Text.assemble((f"{bug.count}×", "bold"), f" {bug.title} ",
+                                   ("(named in the course file)" if is_course_bug(bug.id) else f"({bug.id})", "dim")))
     for i, g in enumerate(s.weakest[:3]):
         grid.add_row("Weakest" if i == 0 else "",
                      Text.assemble((f"{g.mean_fraction:>4.0%}", "bold"),
-                                   f" earned, {g.lost} of {g.submissions} lost points  {g.title}"))
+                                   f" earned, {g.lost} of {g.submissions} students lost points  {g.title}"))
+    if clusters:
+        unnamed = sum(not c.name for c in clusters)
+        students = sum(c.size for c in clusters)
+        grid.add_row("Clusters", f"{len(clusters)} unexplained mistake{'s' if len(clusters) != 1 else ''}, "
+                                 f"{students} student{'s' if students != 1 else ''}, {unnamed} not named yet "
+                                 "(report.html)")
+    grid.add_row("Similar", f"{similar} pair{'s' if similar != 1 else ''} much alike" + (" (report.html)" if similar else ""))
+    held = [g for g in s.withheld if g.visibility not in released]
+    if held:
+        grid.add_row("Not shown", f"{len(held)} group{'s' if len(held) != 1 else ''} off the students' pages "
+                                  "until released: " + ", ".join(g.title for g in held))
     if s.errors:
         grid.add_row(Text("Errors", style="bold red"),
                      Text(f"{s.errors} to rerun: " + ", ".join(s.error_submissions), style="red"))
@@ -459,12 +549,9 @@ def spark(counts: tuple[int, ...] | list[int]) -> str:
 
 # ------------------------------------------------------------------------------------------- helpers
 
-def _num(value: float | None, digits: int = 4) -> str:
-    """A number without trailing zeros: 24.0 -> '24', 87.5 -> '87.5'."""
-    if value is None:
-        return ""
-    text = f"{round(float(value), digits):.{digits}f}".rstrip("0").rstrip(".")
-    return "0" if text in ("", "-0") else text
+def _num(value: float | None, digits: int = POINT_DIGITS) -> str:
+    """A number as people read points (grader.result.points): 24.0 -> '24', 66.6667 -> '66.67'."""
+    return "" if value is None else readable(value, digits)
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:

@@ -319,7 +319,8 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         raise click.ClickException(f"cannot write to {out}: {err.strerror or err}") from err
     if outcome.rescored:
         console.print(f"rescored {len(outcome.rescored):,} from stored runs in {outcome.rescore_s:.1f} s")
-    classreport.print_summary(classreport.summarize(outcome.rows), console)
+    classreport.print_summary(classreport.summarize(outcome.rows), console, clusters=outcome.clusters,
+                              similar=outcome.similar_pairs, released=job.released)
     starts = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
               if not cold and not queue_url and outcome.graded_now else " · by the queue's workers" if queue_url else "")
     console.print(f"graded {len(outcome.graded_now)}, kept {len(outcome.kept)} · {outcome.duration_s:.1f} s"
@@ -346,16 +347,15 @@ def _similar_threshold(value: str) -> float:
 
 
 def _similar_notice(findings, out: Path, console: Console) -> None:
-    """One line on the pairs found, and a notice when the report shows only the most alike."""
-    if not findings.pairs:
-        return
+    """Below the summary's count of similar pairs: the ones copied from a library's source, and a
+    notice when the report shows only the most alike (similar.csv has every pair)."""
     known = sum(p.origin is similarity.Origin.KNOWN for p in findings.pairs)
-    console.print(f"{len(findings.pairs)} pair(s) much alike (from {findings.threshold:.0%})"
-                  + (f", {known} copied from a library's source" if known else "") + f": {out / 'similar.csv'}",
-                  soft_wrap=True)
+    if known:
+        console.print(f"[yellow]{known} submission(s) copied from a library's source[/] (from "
+                      f"{findings.threshold:.0%} of their code): {out / 'similar.csv'}", soft_wrap=True)
     if findings.cut():
-        console.print(f"[yellow]the report shows the {similarity.MAX_PAIRS} most alike[/]: {findings.cut()} more "
-                      f"pair(s) are only in {out / 'similar.csv'}", soft_wrap=True)
+        console.print(f"[yellow]the report shows the {similarity.MAX_PAIRS} most alike similar pairs[/]: "
+                      f"{findings.cut()} more pair(s) are only in {out / 'similar.csv'}", soft_wrap=True)
 
 
 @main.command("worker")

@@ -14,6 +14,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from grader.result import is_course_bug
+
 
 def signature(report: dict) -> str:
     """The cluster id of a graded raw report, or '' when it is not an unexplained mistake (every
@@ -58,10 +60,11 @@ def clusters(rows) -> tuple[Cluster, ...]:
         group.sort(key=lambda r: r.submission)
         first = group[0].result
         named = next((b for b in first.get("bugs") or () if isinstance(b, dict)
-                      and str(b.get("id", "")).startswith("course:")), {})
+                      and is_course_bug(str(b.get("id", "")))), {})
         titles = dict.fromkeys(group_title(str(t.get("name", ""))) for t in first.get("tests") or ()
                                if isinstance(t, dict) and t.get("status") != "passed" and t.get("max_score"))
         out.append(Cluster(id=cid, members=tuple(r.submission for r in group),
-                           evidence=str(first.get("diagnosis") or named.get("evidence") or ""),
+                           evidence=str(first.get("diagnosis") or first.get("cluster_evidence")
+                                        or named.get("evidence") or ""),
                            failing=tuple(titles), name=str(named.get("title") or ""), fix=str(named.get("fix") or "")))
     return tuple(sorted(out, key=lambda c: (-c.size, c.id)))

@@ -9,6 +9,7 @@ and names for clusters of mistakes outside the catalog, without touching the exe
     visibility = "hidden"
     [advice.some_advice_id]             # a finding that is advice by default
     points = 2
+    released = ["after_due_date"]       # what the students' pages show besides the visible groups
     [clusters.c1a2b3c4d5e]             # an id from the class report's clusters
     title = "The output is halved"
     fix = "Return self.proj(y) as it is."
@@ -36,7 +37,10 @@ from grader.errors import GraderError
 from grader.result import Bug, TestResult, TestStatus, Visibility
 
 VISIBILITIES = tuple(v.value for v in Visibility)
-TOP_KEYS = ("time_limit_s", "groups", "advice", "clusters")
+TOP_KEYS = ("time_limit_s", "released", "groups", "advice", "clusters")
+# What `released` may hold: the visibilities whose groups the students' feedback pages show (until
+# then the pages leave them out and say how many points are not shown yet).
+RELEASABLE = (Visibility.AFTER_DUE_DATE.value, Visibility.HIDDEN.value)
 GROUP_KEYS = ("points", "visibility")
 ADVICE_KEYS = ("points",)
 CLUSTER_KEYS = ("title", "fix", "explanation", "match")
@@ -93,6 +97,7 @@ class Course:
     visibility: dict[str, str] = field(default_factory=dict)      # group -> visible|hidden|after_due_date
     advice: dict[str, float] = field(default_factory=dict)        # advice id -> the points it costs
     clusters: tuple[ClusterName, ...] = ()
+    released: tuple[str, ...] = ()                                # visibilities the students' pages show
 
     def environment(self) -> dict:
         return {"course": {"path": self.name, "sha256": self.sha256}}
@@ -100,7 +105,8 @@ class Course:
     def score_key(self) -> str:
         """What the course changes in a score and nothing else (the time limit is the run's)."""
         return json.dumps([self.sha256, sorted(self.points.items()), sorted(self.visibility.items()),
-                           sorted(self.advice.items()), [dataclasses.astuple(c) for c in self.clusters]])
+                           sorted(self.advice.items()), [dataclasses.astuple(c) for c in self.clusters],
+                           sorted(self.released)])
 
     def max_score(self, exercise) -> float:
         """Full marks under this course (its deductions aside)."""
@@ -120,7 +126,8 @@ class Course:
             if t.function in self.points:
                 old = sum(totals[t.function])
                 share = t.max_score / old if old > 0 else 1 / len(totals[t.function])
-                most = round(self.points[t.function] * share, 9)
+                # Unrounded: cases rounded one by one add up to 88.000000002; the sums are rounded.
+                most = self.points[t.function] * share
                 changes.update(max_score=most, score=most if t.status is TestStatus.PASSED else 0.0)
             if t.function in self.visibility:
                 changes["visibility"] = Visibility(self.visibility[t.function])
@@ -184,6 +191,10 @@ def _parse(doc: dict, text: str, name: str, sha256: str, exercise) -> Course:
             limit = check_time_limit(limit, "time_limit_s (seconds)")
         except ValueError as err:
             raise where.error(("time_limit_s",), str(err)) from None
+    released = doc.get("released", [])
+    if not isinstance(released, list) or not all(isinstance(v, str) and v in RELEASABLE for v in released):
+        raise where.error(("released",), f"released must be a list of {' and '.join(map(repr, RELEASABLE))} "
+                                         f"(got {released!r})")
     points, visibility = {}, {}
     for group, settings in _entries(doc, "groups", GROUP_KEYS, where, known=groups,
                                     unknown=f"the exercise's test groups: {', '.join(groups)} "
@@ -219,7 +230,7 @@ def _parse(doc: dict, text: str, name: str, sha256: str, exercise) -> Course:
                                     title=settings["title"].strip(), fix=settings["fix"].strip(),
                                     explanation=settings.get("explanation", "").strip()))
     course = Course(name=name, sha256=sha256, time_limit_s=limit, points=points, visibility=visibility,
-                    advice=advice, clusters=tuple(clusters))
+                    advice=advice, clusters=tuple(clusters), released=tuple(dict.fromkeys(released)))
     if points and course.max_score(exercise) <= 0:
         raise where.error(("groups",), "the test groups' points add up to 0: every grade would be 0 / 0; give "
                                        "at least one group points")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from grader import render
-from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility
+from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility, out_of
 from grader.text import safe
 
 FORMATS = ("native", "gradescope", "prairielearn")
@@ -127,7 +127,7 @@ def _summary(result: GradeResult, shown: GradeResult) -> str:
 
 def _headline(result: GradeResult, shown: GradeResult) -> str:
     bugs = [b for b in shown.bugs if not b.advice]
-    line = f"Score {result.score:g} / {result.max_score:g}."
+    line = f"Score {out_of(result.score, result.max_score)}."
     if bugs:
         line += " " + " ".join(f"{b.title}." for b in bugs)
     return line
@@ -139,7 +139,8 @@ def _test_output(test: TestResult, bugs: tuple[Bug, ...]) -> str:
         return ""
     by_id = {b.id: b for b in bugs}
     named = [by_id[i] for i in test.bugs if i in by_id]
-    lead = "".join(f"{'Advice' if b.advice else 'Bug'}: {b.title} [{b.id}]\n{b.explanation}\nFix: {b.fix}\n\n"
+    lead = "".join(f"{'Advice' if b.advice else 'Bug'}: {b.title}{f' [{b.label}]' if b.label else ''}\n"
+                   f"{b.explanation}\nFix: {b.fix}\n\n"
                    for b in named)
     return lead + (test.feedback or "")
 

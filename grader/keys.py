@@ -9,7 +9,11 @@ redelivered task or a second upload with the same key is answered from what was 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
+import secrets
+from pathlib import Path
 
 import exercise as exercises
 from grader import __version__
@@ -41,3 +45,49 @@ def grading_key(content: bytes, setting: str, rejection: str = "") -> str:
     digest = hashlib.sha256(content)
     digest.update(f"\0{setting}\0{rejection}".encode(errors="surrogatepass"))
     return digest.hexdigest()
+
+
+# The seed of a grade's draws (sandbox.kit.Draws: every input, shape order and weight the tests
+# use) is an HMAC of the submission's bytes under a key only the host holds: the same bytes are
+# graded with the same draws (a regrade reproduces the grade), and the student's code, which never
+# sees the key or the seed, cannot tell which inputs are the tests'. The key comes from
+# $ATTENTION_GRADER_SEED_KEY when set (machines that must grade alike, e.g. a queue's workers,
+# share it), else from a file in the user's config folder, made with a random key on first use.
+SEED_KEY_ENV = "ATTENTION_GRADER_SEED_KEY"
+
+
+def seed_key_file() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "attention-grader" / "seed.key"
+
+
+def seed_key() -> bytes:
+    """The host's key for grade seeds: $ATTENTION_GRADER_SEED_KEY, else seed_key_file() (created
+    readable by this user only, with 32 random bytes, the first time)."""
+    given = os.environ.get(SEED_KEY_ENV)
+    if given:
+        return given.encode()
+    path = seed_key_file()
+    try:
+        return path.read_bytes().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fresh = path.with_name(f".seed.key.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    try:
+        os.link(fresh, path)  # a key another process made first wins: every grade uses one key
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(fresh)
+    return path.read_bytes().strip()
+
+
+def grade_seed(content: bytes, exercise: str) -> str:
+    """The seed of the draws for grading `content` as `exercise`: HMAC-SHA256 under seed_key() of
+    the exercise's name and the bytes' SHA-256."""
+    message = f"{exercise}\0{hashlib.sha256(content).hexdigest()}".encode()
+    return hmac.new(seed_key(), message, hashlib.sha256).hexdigest()

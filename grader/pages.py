@@ -42,11 +42,13 @@ font:13px/1.35 'DejaVu Sans Mono',Menlo,consolas,monospace}}}}
 """
 
 
-def render_page(result: GradeResult, *, result_file: str) -> str:
-    """The page as text; `result_file`: the raw result JSON's address relative to the page."""
+def render_page(result: GradeResult, *, result_file: str, released: tuple[str, ...] = ()) -> str:
+    """The page as text; `result_file`: the raw result JSON's address relative to the page. The page
+    is the student's: it shows what they may see now (GradeResult.visible_part), the groups of
+    `released` visibilities included (grader.course)."""
     console = Console(record=True, file=io.StringIO(), width=WIDTH, color_system="truecolor",
                       force_terminal=True, highlight=False, emoji=False)
-    console.print(render.build(result))
+    console.print(render.build(result.visible_part(released)))
     page = _PAGE.format(title=_braces(html.escape(f"{result.exercise} · {result.submission_name}")),
                         result_file=_braces(html.escape(quote(result_file.replace(os.sep, "/")), quote=True)))
     return console.export_html(theme=_LIGHT, code_format=page, inline_styles=True)
@@ -57,9 +59,9 @@ def _braces(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def write_page(result: GradeResult, path: os.PathLike, *, result_file: str) -> None:
+def write_page(result: GradeResult, path: os.PathLike, *, result_file: str, released: tuple[str, ...] = ()) -> None:
     from grader.classreport import write_atomic
-    write_atomic(path, render_page(result, result_file=result_file))
+    write_atomic(path, render_page(result, result_file=result_file, released=released))
 
 
 # The terminal's colours on a light page (Rich's default theme is a dark terminal's).

@@ -59,7 +59,7 @@ from kombu import Exchange, Queue
 import exercise as exercises
 from grader import grading, keys, signing
 from grader.pool import Pool, PoolClosed, upload_name
-from grader.result import GradeResult, Status
+from grader.result import GradeResult, Status, points
 from sandbox.errors import GraderError
 
 LANES = ("interactive", "regrade")  # a worker takes from the first lane that has a task
@@ -669,7 +669,7 @@ def _grade_task(task, payload: dict) -> None:
     from grader import formats
     written = store.put(gid, seal(gid, hashlib.sha256(data).hexdigest(), _worker_sandbox,
                                   formats.to_format(result_, "native")))
-    score = "-" if result_.score is None else f"{result_.score:g}/{result_.max_score:g}"
+    score = "-" if result_.score is None else f"{points(result_.score)}/{points(result_.max_score)}"
     log.info("grade: %s %s score=%s bugs=%s %.1fs attempt=%d lane=%s id=%s%s", result_.status.value, name, score,
              ",".join(b.id for b in result_.bugs) or "-", result_.duration_s, attempt, lane, gid[:12],
              "" if written else " (a result was stored first: kept that one)")

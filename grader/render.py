@@ -10,10 +10,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from grader.result import GradeResult, Group, Status, TestResult, TestStatus
+from grader.result import GradeResult, Group, Status, TestResult, TestStatus, Visibility, out_of, points
 
 MAX_OTHER_CASES = 6
-
+# How a group that students do not see yet is marked where the instructor reads (terminal, class report).
+WITHHELD = {Visibility.HIDDEN: "hidden from students", Visibility.AFTER_DUE_DATE: "shown to students after the due date"}
 
 def build(result: GradeResult) -> RichGroup:
     """The renderable shown on the terminal and stored, as plain text, in the JSON `feedback`."""
@@ -22,7 +23,7 @@ def build(result: GradeResult) -> RichGroup:
                                   f"{result.duration_s:.1f} s", "dim"))]
     if result.status is Status.REJECTED:
         parts += [Text.assemble(("REJECTED ", "bold red"), result.message),
-                  Text(f"Score: 0 / {result.max_score:g} (the submission could not be graded)")]
+                  Text(f"Score: 0 / {points(result.max_score)} (the submission could not be graded)")]
     elif result.status is Status.ERROR:
         parts += [Text.assemble(("GRADER ERROR ", "bold magenta"), result.message),
                   Text("No score was recorded: this is a fault of the grader, not of your code.")]
@@ -37,10 +38,10 @@ def _diagnosis(result: GradeResult) -> list:
     """One short paragraph per diagnosed bug, before the table: the part a student reads first."""
     parts: list = []
     for bug in result.bugs:
-        name = bug.id + (f" ({bug.variant})" if bug.variant else "")
         kind = "Advice" if bug.advice else "Bug"
         body = Text.assemble((f"{kind}: {bug.title}", "bold yellow" if bug.advice else "bold red"),
-                             (f"  [{name}]\n", "dim"), f"{bug.explanation}\n", ("Fix: ", "bold"), bug.fix)
+                             (f"  [{bug.label}]" if bug.label else "", "dim"), "\n",
+                             f"{bug.explanation}\n", ("Fix: ", "bold"), bug.fix)
         if bug.evidence:
             body.append(f"\nSeen here: {bug.evidence}", style="dim")
         parts.append(body)
@@ -58,15 +59,18 @@ def _table(result: GradeResult) -> Table:
         if group.max_score == 0 and group.score >= 0:
             continue  # advice: shown with the bugs above, worth no points
         if group.max_score == 0:  # a course's deduction for advice it gives a cost
-            table.add_row(Text("−", style="red"), Text(group.title), f"{group.score:g}")
+            table.add_row(Text("−", style="red"), Text(group.title), points(group.score))
             continue
         ok = group.score >= group.max_score - 1e-9
         mark = Text("✓", style="green") if ok else Text("✗", style="red")
-        table.add_row(mark, Text(group.title), f"{group.score:g} / {group.max_score:g}")
+        title = Text(group.title)
+        if group.visibility is not Visibility.VISIBLE:  # the instructor's view: the students' pages leave it out
+            title.append(f"  ({WITHHELD[group.visibility]})", style="magenta")
+        table.add_row(mark, title, out_of(group.score, group.max_score))
     table.add_section()
     label = "Score on the tests shown" if result.withheld else "Score"
     table.add_row("", Text(label, style="bold"),
-                  Text(f"{result.score:g} / {result.max_score:g}", style="bold"))
+                  Text(out_of(result.score, result.max_score), style="bold"))
     if result.withheld:
         table.add_row("", Text(result.withheld, style="dim"), "")
     return table

@@ -8,6 +8,25 @@ from dataclasses import dataclass, field
 from grader.text import name, safe
 
 SCHEMA = 1
+COURSE_BUG = "course:"  # the id prefix of a mistake a course file names (a cluster of behaviour)
+
+
+def is_course_bug(bug_id: str) -> bool:
+    """A mistake a course file named ([clusters.ID]); its id is no catalog id a reader knows."""
+    return bug_id.startswith(COURSE_BUG)
+POINT_DIGITS = 2  # decimals of points as people read them: a third of 20 shows as 6.67
+
+
+def points(value: float, digits: int = POINT_DIGITS) -> str:
+    """Points as a person reads them: at most `digits` decimals, no trailing zeros (66.6667 -> '66.67',
+    24.0 -> '24'). Every readable view (terminal, pages, class report, gradebook) shows them so."""
+    text = f"{round(float(value), digits):.{digits}f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
+
+
+def out_of(score: float, max_score: float) -> str:
+    """'52.17 / 88'."""
+    return f"{points(score)} / {points(max_score)}"
 
 
 def _sanitised(obj, one_line: tuple[str, ...], names: tuple[str, ...] = ()) -> None:
@@ -70,6 +89,14 @@ class Bug:
 
     def __post_init__(self):
         _sanitised(self, ("id", "title", "variant", "affects"))
+
+    @property
+    def label(self) -> str:
+        """The id as shown next to the title ('wrong_scale (sqrt_dim)'); '' for a mistake a course
+        named, whose id is the cluster's hash (course:cb3bf74079d), which tells a reader nothing."""
+        if is_course_bug(self.id):
+            return ""
+        return self.id + (f" ({self.variant})" if self.variant else "")
 
     def to_dict(self) -> dict:
         d = {"id": self.id, "title": self.title, "explanation": self.explanation, "fix": self.fix,
@@ -134,6 +161,11 @@ class Group:
     max_score: float
     tests: tuple[TestResult, ...]
 
+    @property
+    def visibility(self) -> Visibility:
+        """When students see the group (a course sets it per group; its cases share it)."""
+        return self.tests[0].visibility
+
 
 @dataclass(frozen=True)
 class GradeResult:
@@ -155,6 +187,7 @@ class GradeResult:
     feedback: str = ""           # the readable text, as shown on the terminal
     withheld: str = ""           # in a visible part: what is not shown (hidden tests)
     cluster: str = ""            # failed, no mistake named: the id of its behaviour (grader.clusters)
+    cluster_evidence: str = ""   # a cluster the course named: the diagnosis it replaces, for the instructor
     # The harness's raw report this result was scored from (None without one): a batch keeps it to
     # rescore under another course without a sandbox. Not part of the JSON.
     report: dict | None = field(default=None, compare=False, repr=False, metadata={"raw": True})
@@ -169,18 +202,23 @@ class GradeResult:
         return [Group(key, tests[0].group_title, round(sum(t.score for t in tests), 9),
                       round(sum(t.max_score for t in tests), 9), tuple(tests)) for key, tests in order.items()]
 
-    def visible_part(self) -> GradeResult:
-        """What a student may see before the due date: the visible tests, and the bugs that cost
-        points in them (or in no test at all). The score is left as it is; platforms decide."""
-        shown = tuple(t for t in self.tests if t.visibility is Visibility.VISIBLE)
-        if len(shown) == len(self.tests):
+    def visible_part(self, released: tuple[str, ...] = ()) -> GradeResult:
+        """What a student may see now: the visible tests and those of the `released` visibilities
+        (grader.course: after the due date, or hidden ones once grades are out), and the bugs that
+        cost points in them (or in no test at all), with the score of those tests."""
+        shown = tuple(t if t.visibility is Visibility.VISIBLE else dataclasses.replace(t, visibility=Visibility.VISIBLE)
+                      for t in self.tests if t.visibility is Visibility.VISIBLE or t.visibility.value in released)
+        if len(shown) == len(self.tests) and shown == self.tests:
             return self
         hidden_groups = {t.function for t in self.tests} - {t.function for t in shown}
         bugs = tuple(b for b in self.bugs if not b.affects or not set(b.affects) <= hidden_groups)
-        held = [t for t in self.tests if t.visibility is not Visibility.VISIBLE]
-        withheld = (f"{len(held)} more test{'s' if len(held) > 1 else ''}, worth "
-                    f"{sum(t.max_score for t in held):g} points, "
-                    f"{'are' if len(held) > 1 else 'is'} not shown yet.")
+        held = [t for t in self.tests if t.visibility is not Visibility.VISIBLE and t.visibility.value not in released]
+        if not held:
+            return dataclasses.replace(self, tests=shown)
+        groups = len({t.group for t in held})  # as the table counts them: by group, not by case
+        withheld = (f"{groups} more test group{'s' if groups > 1 else ''}, worth "
+                    f"{points(sum(t.max_score for t in held))} points, "
+                    f"{'are' if groups > 1 else 'is'} not shown yet.")
         return dataclasses.replace(self, tests=shown, bugs=bugs, withheld=withheld,
                                    score=None if self.score is None else round(sum(t.score for t in shown), 9),
                                    max_score=round(sum(t.max_score for t in shown), 9))
@@ -200,7 +238,8 @@ class GradeResult:
                    bugs=tuple(Bug.from_dict(b) for b in d.get("bugs") or ()), message=str(d.get("message", "")),
                    diagnosis=str(d.get("diagnosis", "")), notes=tuple(str(n) for n in d.get("notes") or ()),
                    duration_s=float(d.get("duration_s") or 0.0), environment=dict(d.get("environment") or {}),
-                   feedback=str(d.get("feedback", "")), cluster=str(d.get("cluster") or ""))
+                   feedback=str(d.get("feedback", "")), cluster=str(d.get("cluster") or ""),
+                   cluster_evidence=str(d.get("cluster_evidence") or ""))
 
     def to_dict(self) -> dict:
         return {
@@ -219,4 +258,5 @@ class GradeResult:
             "duration_s": round(self.duration_s, 3),
             "environment": self.environment,
             **({"cluster": self.cluster} if self.cluster else {}),
+            **({"cluster_evidence": self.cluster_evidence} if self.cluster_evidence else {}),
         }

@@ -5,10 +5,14 @@ import dataclasses
 
 from grader import clusters
 from grader.errors import GraderError
-from grader.result import Bug, GradeResult, Status, TestResult, TestStatus, Visibility
+from grader.result import COURSE_BUG, Bug, GradeResult, Status, TestResult, TestStatus, Visibility
 from grader.submission import Submission
 from sandbox.contract import rejection_text
 from sandbox.source import python_lines
+
+
+NAMED_CLUSTER = ("Your instructor found this mistake in code that behaves exactly like yours: the same tests "
+                 "fail, with the same differences from the correct output.")
 
 
 class ReportError(GraderError, ValueError):
@@ -59,15 +63,18 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
                      "where your output differs")
     cluster = clusters.signature(report)
     named = course.cluster_name(cluster) if course and cluster else None
-    if named:  # the instructor's feedback for this behaviour; the diagnosis becomes its evidence
+    evidence = ""
+    if named:
+        # The instructor's words replace the diagnosis, which says that no known mistake explains
+        # the output: the student would read both. The diagnosis stays the instructor's evidence.
         failed = tuple(dict.fromkeys(t.function for t in tests if t.score < t.max_score))
-        bugs += (Bug(id=f"course:{named.id}", title=named.title, fix=named.fix, evidence=diagnosis,
-                     explanation=named.explanation or "Your instructor found this mistake in several "
-                     "submissions that behave exactly like yours.", affects=failed),)
+        bugs += (Bug(id=f"{COURSE_BUG}{named.id}", title=named.title, fix=named.fix,
+                     explanation=named.explanation or NAMED_CLUSTER, affects=failed),)
         tests = tuple(_with_bugs(t, bugs) for t in tests)
-        diagnosis = ""
+        diagnosis, evidence = "", diagnosis
     return GradeResult(status=Status.GRADED, score=score, max_score=max_score, tests=tests, bugs=bugs,
-                       diagnosis=diagnosis, printed=str(report.get("printed") or ""), cluster=cluster, **base)
+                       diagnosis=diagnosis, printed=str(report.get("printed") or ""), cluster=cluster,
+                       cluster_evidence=evidence, **base)
 
 
 

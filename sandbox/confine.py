@@ -59,6 +59,9 @@ DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 #   setns, clone with a namespace flag, the mount API), kernel keyrings and POSIX message queues
 #   (both outlive the process: a key or queue planted by one grade would be read by the next),
 #   eBPF, perf events and userfaultfd;
+# - anonymous memory files (memfd_create, memfd_secret): a shared object of the student's own would
+#   be loaded from one (dlopen of /proc/self/fd/N) where the writable folders are mounted noexec
+#   (no_exec_in);
 # - clone3 answers ENOSYS (its flags sit in memory the filter cannot read), so the C library falls
 #   back to clone, whose flags are checked.
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
@@ -99,6 +102,7 @@ REFUSED = {  # name -> (x86_64 number, aarch64 number or None where the call doe
     "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),
     "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182), "mq_notify": (244, 184),
     "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
+    "memfd_create": (319, 279), "memfd_secret": (447, 447),
 }
 TABLES = {
     "x86_64": SyscallTable(0xC000003E, {n: x for n, (x, _a) in REFUSED.items()}, clone3=435, socket=41, clone=56),
@@ -360,6 +364,38 @@ def open_to_others(paths: list[str], *, writable: bool = False) -> list[str]:
             for fd in fds.values():
                 os.close(fd)
     return out_of_reach
+
+
+# statvfs's flags and the mount(2) flags they stand for: a bind remount must keep them all (in a
+# user namespace the kernel refuses one that would drop a flag the mount was given).
+_KEPT_FLAGS = ((os.ST_RDONLY, _MS_RDONLY), (os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV),
+               (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
+_MS_NOEXEC = 8
+
+
+def no_exec_in(folder: str) -> list[str]:
+    """Mount `folder` (a worker's scratch folder, the one place it may write) noexec, nosuid and
+    nodev, in a mount namespace of this process's own: nothing the student's code writes can be
+    mapped as code, so a shared object of its own (dlopen runs its code with no Python-level event
+    the audit layer would see) cannot be loaded. Nothing to do where it already is (the Docker
+    sandbox's tmpfs). Needs root, or the root of a user namespace (the zygote's), before
+    confine(). Returns a note when the kernel refused."""
+    try:
+        flags = os.statvfs(folder).f_flag
+    except OSError as err:
+        return [f"the scratch folder could not be checked for noexec: {err.strerror}"]
+    if flags & os.ST_NOEXEC:
+        return []
+    libc = ctypes.CDLL(None, use_errno=True)
+    kept = sum(ms for st, ms in _KEPT_FLAGS if flags & st)
+    path = folder.encode()
+    if (libc.unshare(_CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0
+            or libc.mount(path, path, None, _MS_BIND, None) != 0
+            or libc.mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_NOEXEC | _MS_NOSUID | _MS_NODEV | kept,
+                          None) != 0):
+        return [f"the scratch folder could not be mounted noexec ({os.strerror(ctypes.get_errno())}): "
+                f"a shared object written there could be loaded"]
+    return []
 
 
 def _first_closed_folder(path: str) -> str | None:

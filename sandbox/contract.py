@@ -31,7 +31,9 @@ class Entry:
     """What the student submits, as the exercise declares it: a class (built with `args`, whose
     instances are `base` and answer `methods`, the first of which is what a call runs) or a
     function (called with `args`). A call returns `returns` tensors: one tensor, or a tuple of
-    them. The rest is for the sandbox: functions whose calls are counted (`watch`, sandbox.watch),
+    them. The rest is for the sandbox: what of the installed libraries does the exercise for the
+    student and is refused in the worker (`refuse`: dotted paths of functions, classes, modules or
+    native operators; sandbox.audit, which also refuses what no honest solution needs),
     modules a worker imports in the background once it is ready (`preload`), Python source that a
     warm sandbox runs once on one thread so that every process forked from it finds torch's lazy
     set-up done for the exercise's kind of op (`warmup`), and named contexts a call may ask to
@@ -43,7 +45,7 @@ class Entry:
     methods: tuple[Method, ...] = ()
     base: str = ""
     returns: int = 1
-    watch: tuple[str, ...] = ()
+    refuse: tuple[str, ...] = ()
     preload: tuple[str, ...] = ()
     warmup: str = ""
     contexts: tuple[tuple[str, str], ...] = ()
@@ -93,7 +95,7 @@ class Entry:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "name": self.name, "args": list(self.args), "required": self.required,
                 "methods": [{"name": m.name, "args": list(m.args), "required": m.required} for m in self.methods],
-                "base": self.base, "returns": self.returns, "watch": list(self.watch),
+                "base": self.base, "returns": self.returns, "refuse": list(self.refuse),
                 "preload": list(self.preload), "warmup": self.warmup,
                 "contexts": [list(pair) for pair in self.contexts]}
 
@@ -101,7 +103,7 @@ class Entry:
     def from_dict(cls, d: dict) -> Entry:
         methods = tuple(Method(str(m["name"]), tuple(m["args"]), m.get("required")) for m in d.get("methods") or ())
         return cls(str(d["kind"]), str(d["name"]), tuple(d.get("args") or ()), d.get("required"), methods,
-                   str(d.get("base") or ""), int(d.get("returns", 1)), tuple(d.get("watch") or ()),
+                   str(d.get("base") or ""), int(d.get("returns", 1)), tuple(d.get("refuse") or ()),
                    tuple(d.get("preload") or ()), str(d.get("warmup") or ""),
                    tuple((str(a), str(b)) for a, b in d.get("contexts") or ()))
 
@@ -162,8 +164,10 @@ class Zygote:
 class HarnessJob:
     """Everything the harness needs to grade one submission, built on the host from the exercise:
     the exercise's name and version, its test package (a dotted module name, found wherever the
-    exercise is installed), the entry contract, the limits, the notebook line map, and places the
-    student's code may not read. The launcher fills in where the submission lies, the scratch
+    exercise is installed), the entry contract, the limits, the notebook line map, places the
+    student's code may not read, and the seed every input, shape order and weight of the grade is
+    drawn from (grader.keys.grade_seed: held by the host, the same for the same bytes; it reaches
+    the trusted harness, never the student's worker). The launcher fills in where the submission lies, the scratch
     folder and (warm and image sandboxes) the zygote it started."""
     exercise: str
     version: str
@@ -175,6 +179,7 @@ class HarnessJob:
     submission: str = ""
     scratch: str = ""
     zygote: Zygote | None = None
+    seed: str = ""   # the host's seed for this grade's draws (sandbox.kit.Draws); never sent to a worker
 
     def at(self, submission: str, *, scratch: str = "", zygote: Zygote | None = None,
            hidden: tuple[str, ...] = ()) -> HarnessJob:
@@ -189,7 +194,8 @@ class HarnessJob:
                 "hidden": list(self.hidden), "submission": self.submission, "scratch": self.scratch,
                 "zygote": None if self.zygote is None else {"fd": self.zygote.fd, "ready": self.zygote.ready,
                                                             "notes": list(self.zygote.notes),
-                                                            "capped": self.zygote.capped}}
+                                                            "capped": self.zygote.capped},
+                "seed": self.seed}
 
     @classmethod
     def from_dict(cls, d: dict) -> HarnessJob:
@@ -200,4 +206,4 @@ class HarnessJob:
                    Limits.from_dict(d.get("limits") or {}), tuple(tuple(r) if isinstance(r, list) else r
                                                                   for r in d.get("line_map") or ()),
                    tuple(d.get("hidden") or ()), str(d.get("submission") or ""), str(d.get("scratch") or ""),
-                   zygote)
+                   zygote, str(d.get("seed") or ""))

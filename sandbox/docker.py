@@ -28,7 +28,7 @@ DEFAULT_IMAGE = "attention-grader:latest"
 MEMORY = "4g"           # the worker's own address-space limit (3 GiB) is hit first
 CPUS = 2.0
 PIDS = 256
-TMPFS = {"/tmp": "size=64m,mode=1777"}
+TMPFS = {"/tmp": "size=64m,mode=1777,noexec,nosuid,nodev"}  # the scratch folders: nothing written there runs
 
 
 class DockerSandbox:
@@ -140,14 +140,16 @@ def container_options() -> dict:
 
 
 def _archive(job: Job) -> bytes:
-    """A tar of the submission and the job, owned by root and readable by everyone."""
+    """A tar of the submission, owned by root and readable by everyone, and the job, readable by
+    root only (the entry point reads it; it holds the grade's seed, which the student's user must
+    not read)."""
     files = {SCRIPT_NAME: job.source,
              "job.json": json.dumps(job.to_harness(f"/work/{SCRIPT_NAME}")).encode()}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, data in files.items():
             info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o444, int(time.time())
+            info.size, info.mode, info.mtime = len(data), 0o400 if name == "job.json" else 0o444, int(time.time())
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 

@@ -66,7 +66,7 @@ def run(job: HarnessJob) -> dict:
             report.update(status="rejected", rejection=_plain({"reason": loaded.reason, **loaded.detail}))
             return report
         report["status"] = "graded"
-        report["tests"], findings = _run_pytest(tests_dir, student)
+        report["tests"], findings = _run_pytest(tests_dir, student, job.seed)
         report["bugs"], report["diagnosis_note"] = findings.bugs, findings.note
         report["diagnosis_skipped"] = findings.skipped
         report["printed"] = student.printed()
@@ -88,13 +88,13 @@ def tests_folder(package: str) -> str:
     return list(spec.submodule_search_locations)[0]
 
 
-def _run_pytest(tests_dir, student: Student):
+def _run_pytest(tests_dir, student: Student, seed: str = ""):
     import pytest
     from pytest_jsonreport.plugin import JSONReport
 
     from sandbox.pytest_plugin import HarnessPlugin
     json_plugin = JSONReport()
-    harness_plugin = HarnessPlugin(student)
+    harness_plugin = HarnessPlugin(student, seed)
     args = [str(tests_dir), "-q", "-p", "no:cacheprovider", "-p", "no:stepwise",
             "--rootdir", str(tests_dir), "-c", os.devnull, "--json-report-file=none",
             "-W", "ignore::DeprecationWarning", "--assert=plain",

@@ -22,6 +22,9 @@ class Limits:
     processes: int = 64           # processes and threads the worker may add (where enforceable)
     output_bytes: int = 2 * MiB   # what the worker may print before it is killed
     harness_memory_bytes: int = 3072 * MiB  # address space of the harness (about 0.8 GiB after its imports)
+    # The audit layer in the student's process (sandbox.audit). Off only where the host's operator
+    # says so (grader.grading.KERNEL_LAYER_ONLY), to test the kernel's layers beneath it alone.
+    audit: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)

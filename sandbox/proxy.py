@@ -93,7 +93,7 @@ class _WorkerProcess:
     req_fd: int
     resp_fd: int
     output: _OutputDrain
-    tally_fd: int = -1  # read end of the pipe the worker counts watched calls into (watch.py)
+    tally_fd: int = -1  # read end of the pipe the worker counts refusals into (audit.py)
     notes: list[str] = field(default_factory=list)  # what the confinement could not do (sent before the import)
 
 
@@ -320,7 +320,7 @@ class Student:
         self.timeouts = 0
         self.answers = 0  # responses received: a test that raised after one was handling the student's data
         self.load_result: LoadResult | None = None
-        self.tally: dict[int, int] = {}  # byte -> how often the workers wrote it (watch.py)
+        self.tally: dict[int, int] = {}  # byte -> how often the workers wrote it (audit.py)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self) -> LoadResult:
@@ -493,14 +493,15 @@ class Student:
 
     # -- module API --------------------------------------------------------------------------
     def calls_to_watched(self) -> dict[str, int]:
-        """How often the exercise's watched functions (Entry.watch) were called so far, by
-        every worker of this grade, and under "tampering" how often the student's code tried to get
-        around the count. Read from the workers' tally pipes, not from their answers (watch.py)."""
+        """How often the worker refused so far, by every worker of this grade: each of the
+        exercise's refused implementations (Entry.refuse) by its dotted path, and each rule of what
+        no honest solution needs (sandbox.audit.KIT_RULES) by its name. Read from the workers'
+        tally pipes, not from their answers (audit.py)."""
         if self.worker:
             self._read_tally(self.worker)
-        from sandbox.watch import TAMPER
-        counts = {path: self.tally.get(i + 1, 0) for i, path in enumerate(self.entry.watch)}
-        counts["tampering"] = self.tally.get(TAMPER, 0)
+        from sandbox import audit
+        counts = {path: self.tally.get(i + 1, 0) for i, path in enumerate(self.entry.refuse)}
+        counts.update({audit.rule_text(k): self.tally.get(audit.KIT_BASE + k, 0) for k in range(len(audit.KIT_RULES))})
         return counts
 
     def _read_tally(self, worker: _WorkerProcess) -> None:

@@ -1,10 +1,12 @@
 """The pytest plugin the harness installs: the `student` fixture, points per test, verdicts."""
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
+from sandbox.kit import Draws
 from sandbox.limits import HarnessLimit
 from sandbox.protocol import bounded
 from sandbox.proxy import BadAnswer, Student, StudentCodeError, WorkerFailure
@@ -70,10 +72,13 @@ class Findings:
 
 
 class HarnessPlugin:
-    """Gives the tests their `student` fixture and records each test's points and verdict."""
+    """Gives the tests their `student` and `draws` fixtures and records each test's points and
+    verdict. `seed`: the host's seed of the grade's draws (HarnessJob.seed); without one (a harness
+    run by hand), a random one: no draw can then be foreseen, nor repeated."""
 
-    def __init__(self, student: Student):
+    def __init__(self, student: Student, seed: str = ""):
         self._student = student
+        self._draws = Draws(seed or os.urandom(32).hex())
         self.collected = Findings()  # not `findings`: that name is the fixture below
 
     def pytest_configure(self, config):
@@ -84,6 +89,11 @@ class HarnessPlugin:
     @pytest.fixture(scope="session")
     def student(self) -> Student:
         return self._student
+
+    @pytest.fixture(scope="session")
+    def draws(self) -> Draws:
+        """Every input, shape order and weight the tests use, drawn from the host's seed."""
+        return self._draws
 
     @pytest.fixture(scope="session")
     def findings(self) -> Findings:

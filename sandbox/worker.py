@@ -13,7 +13,6 @@ import importlib.util
 import inspect
 import os
 import sys
-import traceback
 from sandbox import protocol
 from sandbox.contract import CLASS, Entry
 
@@ -30,10 +29,11 @@ def _text(value: object) -> str:
 
 def describe_exception(err: BaseException, path: str) -> dict:
     """Type, message and the innermost line of the student's file that was running."""
-    where = None
-    for frame, lineno in traceback.walk_tb(err.__traceback__):
-        if os.path.abspath(frame.f_code.co_filename) == path:
-            where = lineno
+    where, tb = None, err.__traceback__
+    while tb is not None:  # read here, not by traceback.walk_tb: the audit hook hands frames to no one else
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == path:
+            where = tb.tb_lineno
+        tb = tb.tb_next
     if isinstance(err, SyntaxError) and os.path.abspath(err.filename or "") == path:
         where = err.lineno
     return {"type": type(err).__name__, "message": _text(err), "line": where}
@@ -42,19 +42,23 @@ def describe_exception(err: BaseException, path: str) -> dict:
 class Worker:
     """Serves requests for one submission until the harness closes the pipe."""
 
-    def __init__(self, path: str, spec: Entry, tally_fd: int | None = None):
+    def __init__(self, path: str, spec: Entry, tally_fd: int | None = None, audit: bool = True):
         self.path = os.path.abspath(path)
+        self.audit = audit  # False: the kernel's layers alone (sandbox.limits.Limits.audit)
         self.spec = spec
-        self.tally_fd = tally_fd  # the pipe the watched functions' calls are counted into (watch.py)
+        self.tally_fd = tally_fd  # the pipe each refusal is counted into (audit.py)
         self.entry = None  # the student's class or function
         self.modules: dict[int, object] = {}
+        self.contexts: dict[str, object] = {}  # the entry's contexts, compiled before the hook is in
 
     # -- loading -----------------------------------------------------------------------------
     def load(self) -> dict:
         """Import the submission and check the entry class; the answer is the 'ready' message."""
-        if self.spec.watch and self.tally_fd is not None:
-            from sandbox import watch
-            watch.install(self.spec.watch, self.tally_fd)
+        # compiled now: once the audit hook is in, only the submission's own text compiles
+        self.contexts = {name: compile(text, f"<context {name}>", "eval") for name, text in self.spec.contexts}
+        if self.audit:
+            from sandbox import audit
+            audit.install(self.spec.refuse, self.tally_fd, self.path)
         # Taken before the student's code runs: patching Worker's methods or the module's own
         # parameters()/numel() afterwards changes neither what is dispatched nor what is counted.
         from sandbox import measure
@@ -201,8 +205,8 @@ class Worker:
     def _context(self, request: dict):
         """The context a call runs in: one the entry declares by name, else none."""
         import contextlib
-        expression = self.spec.context(str(request.get("context") or ""))
-        if not expression:
+        expression = self.contexts.get(str(request.get("context") or ""))
+        if expression is None:
             return contextlib.nullcontext()
         import torch
         return eval(expression, {"torch": torch})  # the exercise's own expression, in the student's process
@@ -273,9 +277,10 @@ def _preload_in_background(names) -> None:
         threading.Thread(target=load, daemon=True).start()
 
 
-def serve(req_fd: int, resp_fd: int, path: str, spec: Entry, *, tally_fd: int | None = None) -> None:
+def serve(req_fd: int, resp_fd: int, path: str, spec: Entry, *, tally_fd: int | None = None,
+          audit: bool = True) -> None:
     """Import the submission, say whether it is usable, then answer requests until EOF."""
-    worker = Worker(path, spec, tally_fd)
+    worker = Worker(path, spec, tally_fd, audit)
     handle, send, recv = worker.handle, protocol.send, protocol.recv  # before the student's code runs
     send(resp_fd, {"event": "importing"})  # set-up done: from here on, the student's code runs
     _compile_as_written()

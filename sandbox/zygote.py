@@ -21,7 +21,7 @@ import time
 
 from sandbox import limits as limits_mod
 from sandbox import protocol, reset, worker  # imported here: a worker reads none of the grader's files
-from sandbox.confine import confine, give_workdir, initial_user_namespace, open_to_others, worker_reads
+from sandbox.confine import confine, give_workdir, initial_user_namespace, no_exec_in, open_to_others, worker_reads
 from sandbox.contract import Entry
 
 
@@ -152,7 +152,9 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
             notes += [f"the scratch folder is reachable only by relative paths: {p} stays closed"
                       for p in open_to_others([cwd], writable=True)]
             give_workdir(uid, cwd)
-        notes += limits_mod.apply_to_current_process(limits_mod.Limits.from_dict(command["limits"]),
+        notes += no_exec_in(cwd)
+        limits = limits_mod.Limits.from_dict(command["limits"])
+        notes += limits_mod.apply_to_current_process(limits,
                                                      processes_capped=bool(command.get("processes_capped")),
                                                      really_root=bool(command.get("really_root", True)),
                                                      new_uid=uid is not None)
@@ -167,7 +169,7 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         command.clear()
         # The notes go out before the student's code is imported: nothing it does can add to them.
         protocol.send(resp_fd, {"event": "confined", "notes": notes})
-        worker.serve(req_fd, resp_fd, path, entry, tally_fd=tally_fd)
+        worker.serve(req_fd, resp_fd, path, entry, tally_fd=tally_fd, audit=limits.audit)
         code = 0
     except BaseException:  # last resort in a forked child: never fall back into the zygote's loop
         code = 70

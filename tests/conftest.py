@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # exercise's suite (run by the harness against a submission), not the project's.
 collect_ignore = ["plugins"]
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
+# Grades with the kernel's layers alone (grader.grading.KERNEL_LAYER_ONLY): for the tests of what the
+# sandbox's kernel layers hold (processes, limits, kernel state) where the audit layer in the
+# student's process would refuse the route first (tests/test_attacks.py grades those routes with it).
+KERNEL_LAYER = {"ATTENTION_GRADER_KERNEL_LAYER_ONLY": "1"}
 EXAMPLES = ROOT / "examples"
 # Every grading container and volume these tests make, through any `grade` they run, carries this
 # owner label (sandbox.docker.labels): a test that looks for leftovers sees only this session's,

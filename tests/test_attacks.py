@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from tests.as_user import NOBODY
-from tests.conftest import ROOT, SUBMISSIONS, grade, own_label
+from tests.conftest import KERNEL_LAYER, ROOT, SUBMISSIONS, grade, own_label
 
 ATTACKS = SUBMISSIONS / "attacks"
 HEAD_ATTACKS = SUBMISSIONS / "head" / "attacks"
@@ -50,6 +50,9 @@ WATCHED = [ROOT, ROOT / "sandbox", ROOT / "grader", ROOT / "exercise", ROOT / "e
            Path("/grade/results"), Path("/")]
 OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container")
 ATTACK_MARK = "attack-daemon"     # a process an attack started, whatever its environment
+# The host's key for the grades' seeds (grader.keys), given as a course gives it: the attack and its
+# honest twin are graded with the draws of one key, and no key file is made in the grade's home.
+SEED = {"ATTENTION_GRADER_SEED_KEY": f"attack suite {os.urandom(8).hex()}"}
 # What must never reach a screen or a result file raw (written out here, not taken from the grader):
 # every character that prints nothing, by its Unicode category (controls but newline and tab,
 # format characters such as the bidi controls, zero-width spaces, the soft hyphen, tag characters
@@ -114,9 +117,12 @@ def honest_source(path: Path) -> str:
 
 
 def cases():
-    """(path, sandbox, uid) per attack and sandbox it names; uid None: as the suite's own user (root
-    on CI); an attack with '# as-user: yes' is also graded by an ordinary user (tests.as_user), in
-    the local sandbox, when the suite runs as root."""
+    """(path, sandbox, uid, kernel) per attack and sandbox it names; uid None: as the suite's own user
+    (root on CI); an attack with '# as-user: yes' is also graded by an ordinary user (tests.as_user),
+    in the local sandbox, when the suite runs as root. An attack with '# layers: kernel' aims at the
+    kernel's layers (processes, limits, foreign code): it is graded as deployed, where the audit
+    layer refuses its route, and again with the kernel's layers alone (kernel True), so that both
+    layers are seen to hold on their own."""
     for path in sorted(ATTACKS.glob("*.py")) + sorted(HEAD_ATTACKS.glob("*.py")):
         prefix = "head-" if path.parent == HEAD_ATTACKS else ""
         text = path.read_text()
@@ -124,12 +130,15 @@ def cases():
         runs = [(sandbox, None) for sandbox in attack_header(path)[1]]
         if re.search(r"^# as-user: yes$", text, re.M) and os.geteuid() == 0:
             runs.append(("local", NOBODY))
-        for sandbox, uid in runs:
+        runs = [(sandbox, uid, False) for sandbox, uid in runs]
+        if re.search(r"^# layers: kernel$", text, re.M):
+            runs += [(sandbox, None, True) for sandbox in attack_header(path)[1]]
+        for sandbox, uid, kernel in runs:
             marks = [pytest.mark.docker] if sandbox == "docker" else []
             if hole:  # reported as xfailed, never as passed; strict: a fix makes it fail until the line goes
                 marks.append(pytest.mark.xfail(reason=f"known hole: {hole.group(1)}", strict=True))
-            user = "-user" if uid is not None else ""
-            yield pytest.param(path, sandbox, uid, id=f"{prefix}{path.stem}-{sandbox}{user}", marks=marks)
+            user = "-user" if uid is not None else "-kernel" if kernel else ""
+            yield pytest.param(path, sandbox, uid, kernel, id=f"{prefix}{path.stem}-{sandbox}{user}", marks=marks)
 
 
 class Bait:
@@ -243,7 +252,7 @@ def honest_score(tmp_path_factory):
         if key not in cache:
             honest = tmp_path_factory.mktemp("honest") / path.name
             honest.write_text(source)
-            graded = grade(honest, *exercise_args(path))
+            graded = grade(honest, *exercise_args(path), env=SEED)
             assert graded.exit_code == 0 and graded.result["status"] in ("graded", "rejected"), \
                 f"the honest version of {path.name} did not grade: {graded.terminal[-2000:]}"
             cache[key] = graded.result["score"]
@@ -257,8 +266,8 @@ def test_the_corpus_has_at_least_15_distinct_attacks():
         assert honest_source(path) != path.read_text(), f"{path.name} has no attack block"
 
 
-@pytest.mark.parametrize("path,sandbox,uid", list(cases()))
-def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, honest_score, attack_outcomes):
+@pytest.mark.parametrize("path,sandbox,uid,kernel", list(cases()))
+def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, kernel, honest_score, attack_outcomes):
     ceiling = honest_score(path)
     own = Path(tempfile.mkdtemp(prefix="attack-grade-"))   # this grade's own temp and home folders
     if uid is not None:
@@ -280,7 +289,7 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, honest_scor
         for made in (own / "upload", marked):
             os.chown(made, uid, uid)
     graded = grade(marked, "--sandbox", sandbox, *exercise_args(path), timeout=TIME_LIMIT_S + 60,
-                   env={k: str(v) for k, v in places.items()}, uid=uid)
+                   env={**{k: str(v) for k, v in places.items()}, **SEED, **(KERNEL_LAYER if kernel else {})}, uid=uid)
     connected = bait.close() if bait else []
     after_procs = running(own, mark)
     for _ in range(20):  # a PID namespace's processes die with it, a moment after the grade ends
@@ -292,7 +301,7 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, honest_scor
     shutil.rmtree(own, ignore_errors=True)
     changed = sorted(k for k in {*before_files, *after_files} if before_files.get(k) != after_files.get(k))
     result = graded.result or {}
-    outcome = {"attack": path.stem, "sandbox": sandbox + ("-user" if uid is not None else ""),
+    outcome = {"attack": path.stem, "sandbox": sandbox + ("-user" if uid is not None else "-kernel" if kernel else ""),
                "status": result.get("status"),
                "score": result.get("score"), "honest": ceiling, "seconds": graded.seconds}
     attack_outcomes.append(outcome)
@@ -313,3 +322,124 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, honest_scor
     if sandbox == "docker":  # containers of this grade: none that other grades on the machine started
         assert set(docker_leftovers()) - before_containers == set()
     outcome["outcome"] = "held"
+
+
+# -- the delegation family against every installed exercise ------------------------------------
+# Each route runs in a process that installed the audit hook the way a worker does (sandbox.audit,
+# with the exercise's own Entry.refuse), from a file that plays the submission. A route must raise
+# sandbox.audit.Refused; an honest twin of the same kind must run.
+ROUTES = {
+    "marshal.loads": "marshal.loads(marshal.dumps(compile('1 + 1', 'f', 'eval')))",
+    "pickle's globals": "pickle.loads(pickle.dumps(len))",
+    "a TorchScript archive": "torch.jit.load(io.BytesIO(b'PK'))",
+    "torch._C's archive loader": "torch._C.import_ir_module_from_buffer(torch._C.CompilationUnit(), b'PK', None, {}, False)",
+    "TorchScript IR text": "torch._C.parse_ir('graph(%x : Tensor):\\n  return (%x)')",
+    "exec of decoded text": "exec(base64.b64decode('aGlkZGVuX25hbWUgPSA3').decode())",
+    "code.replace": "(lambda: 0).__code__.replace(co_name='renamed')",
+    "ctypes": "ctypes.CDLL(None)",
+    "a program": "subprocess.run(['true'])",
+    "fork_exec directly": "_posixsubprocess.fork_exec()",
+    "sys._getframe": "sys._getframe(0)",
+    "inspect.stack": "inspect.stack()",
+    "every thread's frames": "sys._current_frames()",
+    "gc.get_objects": "gc.get_objects()",
+    "gc.get_referrers": "gc.get_referrers(torch)",
+    "a traceback's frame": "traceback_frame()",
+    "tracing": "sys.settrace(lambda *a: None)",
+    "/proc/self/fd": "open('/proc/self/fd/0', 'rb')",
+    "/proc/self/mem": "open(f'/proc/{os.getpid()}/mem', 'rb')",
+    "the functional's source file": "open(torch.nn.functional.__file__).read()",
+}
+HONEST_ROUTES = {
+    "a dataclass": "dataclasses.make_dataclass('Config', [('dim', int)])(3)",
+    "a namedtuple": "collections.namedtuple('Shape', 'b t c')(1, 2, 3)",
+    "TorchScript of a function": "torch.jit.script(scripted_softmax)(torch.ones(2, 3))",
+    "TorchScript of nn.Softmax and nn.Linear": "torch.jit.script(torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Softmax(-1)))(torch.ones(2, 3))",
+    "compile of the file's own text": "exec(compile('x = 1 + 1', 'f', 'exec'), {})",
+    "SDPA's sibling F.softmax": "torch.nn.functional.softmax(torch.ones(3), -1)",
+    "reading its own folder": "os.listdir('.')",
+}
+FAMILY_DRIVER = '''
+import base64, collections, ctypes, dataclasses, gc, inspect, io, json, marshal, os, pickle, subprocess, sys
+import _posixsubprocess
+import torch
+from sandbox import audit
+from sandbox.contract import Entry
+
+
+def traceback_frame():
+    try:
+        raise ValueError
+    except ValueError as err:
+        return err.__traceback__.tb_frame
+
+
+def scripted_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.softmax(x, -1)
+
+
+x, w, b = torch.randn(1, 3, 4), torch.randn(12, 4), torch.randn(12)
+p, c, one, zero = torch.randn(4, 4), torch.randn(4), torch.ones(4), torch.zeros(4)
+q = torch.randn(1, 1, 3, 4)
+OPERANDS = {  # what each native operator of the lists is called with
+    "scaled_dot_product_attention": (q, q, q), "_scaled_dot_product_flash_attention_for_cpu": (q, q, q),
+    "_scaled_dot_product_attention_math": (q, q, q), "_scaled_dot_product_flash_attention": (q, q, q),
+    "_native_multi_head_attention": (x, x, x, 4, 1, w, b, p, c),
+    "_transformer_encoder_layer_fwd": (x, 4, 1, w, b, p, c, False, False, 1e-5, one, zero, one, zero, p, c, p, c),
+    "scaled_dot_product_flash_attention_for_cpu": (q, q, q),
+}
+entry = Entry.from_dict(json.loads(sys.argv[1]))
+routes, honest = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+audit.install(entry.refuse, None, __file__)
+outcome = {}
+for name, line in {**routes, **honest}.items():
+    try:
+        eval(compile(line, name, "eval"))
+        outcome[name] = "ran"
+    except audit.Refused as err:
+        outcome[name] = "refused: " + str(err)
+    except Exception as err:
+        outcome[name] = "raised " + type(err).__name__ + ": " + str(err)[:200]
+for path in entry.refuse:
+    try:
+        target = audit._resolve(path)
+        if target is None:
+            __import__(path)
+        elif isinstance(target, type(torch)):
+            next(v for v in vars(target).values() if callable(v) and getattr(v, "__module__", "") == path)()
+        else:
+            target(*OPERANDS.get(path.rsplit(".", 1)[-1], ()))
+        outcome[path] = "ran"
+    except audit.Refused as err:
+        outcome[path] = "refused: " + str(err)
+    except Exception as err:
+        outcome[path] = "raised " + type(err).__name__ + ": " + str(err)[:200]
+print(json.dumps(outcome))
+'''
+
+
+@pytest.mark.parametrize("name", sorted(__import__("exercise").all_exercises()))
+def test_every_exercise_refuses_the_delegation_family(name, tmp_path):
+    """Every route of the family is refused with a message that says what and why, in every
+    installed exercise; each refused implementation the exercise names is refused when it is
+    called, built or imported; and the honest twins (a dataclass, TorchScript, F.softmax) run."""
+    import json
+    import subprocess
+    import sys
+
+    from exercise import all_exercises
+    entry = all_exercises()[name].entry
+    driver = tmp_path / "submission.py"
+    driver.write_text(FAMILY_DRIVER + "".join(f"# {line}\n" for line in [*ROUTES.values(), *HONEST_ROUTES.values()]))
+    done = subprocess.run([sys.executable, str(driver), json.dumps(entry.to_dict()), json.dumps(ROUTES),
+                           json.dumps(HONEST_ROUTES)], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    not_refused = {k: v for k, v in outcome.items() if k in ROUTES and not v.startswith("refused: ")}
+    assert not not_refused, f"routes that were not refused: {not_refused}"
+    assert all("refused by the grader (" in outcome[k] for k in ROUTES), outcome
+    assert {k: v for k, v in outcome.items() if k in HONEST_ROUTES and v != "ran"} == {}
+    assert entry.refuse, "an attention exercise refuses PyTorch's attention"
+    kept = {path: outcome[path] for path in entry.refuse if not outcome[path].startswith("refused: ")}
+    assert not kept, f"refused implementations that still ran: {kept}"

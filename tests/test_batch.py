@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import exercise as exercises
-from tests.conftest import EXAMPLES, SUBMISSIONS, own_label
+from tests.conftest import EXAMPLES, KERNEL_LAYER, SUBMISSIONS, own_label
 
 SANDBOXES = [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
 ISOLATION = SUBMISSIONS / "isolation"
@@ -46,9 +46,9 @@ OWN_TMP = Path(tempfile.mkdtemp(prefix="batch-tests-"))
 ENV = {**os.environ, "COLUMNS": "120", "TMPDIR": str(OWN_TMP)}
 
 
-def batch(folder: Path, out: Path, *extra: str, timeout: float = 600) -> BatchRun:
+def batch(folder: Path, out: Path, *extra: str, timeout: float = 600, env: dict | None = None) -> BatchRun:
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=timeout, env=ENV)
+                          capture_output=True, text=True, timeout=timeout, env={**ENV, **(env or {})})
     return BatchRun(proc.returncode, proc.stdout + proc.stderr, out)
 
 
@@ -247,7 +247,8 @@ def one_slot_full_marks(tmp_path: Path, sandbox: str, name: str, copies: int, *e
     folder.mkdir()
     for i in range(copies):
         shutil.copy(ISOLATION / name, folder / f"{i}_{name}")
-    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox, *extra)
+    # What they plant goes past the audit layer's refusals (ctypes, programs): the kernel's layers alone.
+    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox, *extra, env=KERNEL_LAYER)
     assert run.exit_code == 0, run.output
     for key in sorted(run.gradebook()):
         result = run.result(key)
@@ -312,12 +313,14 @@ def test_hostile_submissions_do_not_stop_the_batch_or_spoil_the_next_grade(tmp_p
         shutil.copy(ATTACKS / f"{name}.py", folder / f"{name}.py")
     shutil.copy(EXAMPLES / "correct.py", folder / "zz_correct.py")
     shutil.copy(EXAMPLES / "mask_after_softmax.py", folder / "zz_mask_after_softmax.py")
-    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox)
+    # The kernel's layers alone: with the audit layer, the daemon would be refused before it starts.
+    run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox, env=KERNEL_LAYER)
     assert run.exit_code == 0, run.output
     book = run.gradebook()
     assert len(book) == 7 and all(row["status"] in ("graded", "rejected") for row in book.values()), book
     assert (book["zz_correct.py"]["score"], book["zz_mask_after_softmax.py"]["score"]) == ("100", "24")
-    assert book["daemon_double_fork.py"]["score"] == "28" and book["fake_report_files.py"]["score"] == "28"
+    # both are a layer without its causal mask under the attack: its interface and parameter count
+    assert book["daemon_double_fork.py"]["score"] == "20" and book["fake_report_files.py"]["score"] == "20"
     assert leftovers() == []
 
 

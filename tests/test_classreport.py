@@ -88,10 +88,11 @@ def test_gradebook_header_values_and_order(rows, tmp_path):
     path = tmp_path / "gradebook.csv"
     write_gradebook(rows, path)
     table = read_csv(path)
-    assert table[0] == ["submission", "status", "score", "max_score", "bugs", "duration_s"]
+    assert table[0] == ["submission", "status", "score", "max_score", "bugs", "duration_s", "bug_titles", "cluster"]
     by_name = {line[0]: line for line in table[1:]}
     assert by_name["alice/attn.py"] == ["alice/attn.py", "graded", "24", "100",
-                                        "mask_after_softmax;loop_over_heads", "3.1"]
+                                        "mask_after_softmax;loop_over_heads", "3.1",
+                                        f"{BUGS['mask_after_softmax']['title']}; {BUGS['loop_over_heads']['title']}", ""]
     assert by_name["carol/attn.py"][4] == "mask_after_softmax"
     assert by_name["erin/attn.py"][1:4] == ["error", "", "100"]      # no score for a grader failure
     assert by_name["dave/attn.py"][1:3] == ["rejected", "0"]
@@ -190,7 +191,7 @@ def test_zero_rows(tmp_path):
     assert s.histogram == (0,) * 10 and s.bugs == () and s.weakest == ()
     write_gradebook([], tmp_path / "g.csv")
     assert read_csv(tmp_path / "g.csv") == [["submission", "status", "score", "max_score", "bugs",
-                                             "duration_s"]]
+                                             "duration_s", "bug_titles", "cluster"]]
     write_html(s, [], tmp_path / "r.html", title="Empty class")
     assert "No submissions" in (tmp_path / "r.html").read_text()
     console = Console(record=True, width=100)
@@ -256,7 +257,7 @@ def summary_text(rows: list[Row]) -> str:
 def test_print_summary_is_short_and_names_what_matters(rows):
     text = summary_text(rows)
     lines = text.rstrip("\n").splitlines()
-    assert len(lines) <= 12
+    assert len(lines) <= 15
     assert "7 submissions: 5 graded, 1 rejected, 1 error" in text
     assert "erin/attn.py" in next(line for line in lines if line.startswith("Errors"))
     assert "3× The causal mask is applied after the softmax" in text

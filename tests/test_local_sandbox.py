@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 
-from tests.conftest import SUBMISSIONS, grade
+from tests.conftest import KERNEL_LAYER, SUBMISSIONS, grade
 
 CORRECT = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
 
@@ -69,7 +69,7 @@ if os.fork() == 0:
         os.execvp("sleep", ["sleep", "{token}"])
     os._exit(0)
 """)
-    graded = grade(path)
+    graded = grade(path, env=KERNEL_LAYER)  # the kernel's layers: the audit layer would refuse the fork
     assert graded.result["status"] == "graded"
     time.sleep(0.5)
     survivors = subprocess.run(["pgrep", "-f", f"sleep {token}"], capture_output=True, text=True)

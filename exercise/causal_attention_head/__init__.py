@@ -2,6 +2,7 @@
 from pathlib import Path
 
 from exercise import Exercise
+from exercise.builtin_attention import MULTI_HEAD, SCALED_DOT_PRODUCT
 from sandbox.contract import Entry
 from sandbox.limits import Limits
 
@@ -24,11 +25,9 @@ EXERCISE = Exercise(
     title="Causal attention, one head",
     entry=Entry.a_function(
         "causal_attention", ("q", "k", "v"), returns=2,
-        # PyTorch's attention, every route to it: SDPA (its kernels too, called directly) and
-        # nn.MultiheadAttention's two paths. A watched operator refuses to run in the worker.
-        watch=("torch.nn.functional.scaled_dot_product_attention",
-               "torch._scaled_dot_product_flash_attention_for_cpu", "torch._scaled_dot_product_attention_math",
-               "torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention"),
+        # PyTorch's attention, every route to it: SDPA and everything nn.MultiheadAttention is
+        # made of (refused in the worker: sandbox.audit)
+        refuse=SCALED_DOT_PRODUCT + MULTI_HEAD,
         warmup=WARMUP),
     directory=Path(__file__).parent,
     package=__name__,

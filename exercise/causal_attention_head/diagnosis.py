@@ -74,13 +74,11 @@ def _run(found: Diagnosis, steps, student) -> None:
 
 
 def forbidden(student, found: Diagnosis) -> None:
-    """What the workers counted so far (every call of every test; sandbox/watch.py)."""
-    counts = student.calls_to_watched()
-    calls = [f"{path.rsplit('.', 1)[-1]} ran {n} times" for path, n in counts.items() if path != "tampering" and n]
-    if counts.get("tampering"):
-        calls.append(f"your code tried {counts['tampering']} times to get around the grader's count of these calls")
-    if calls:
-        found.add("uses_forbidden_builtin", None, "during the grade, " + "; ".join(calls))
+    """What the workers refused so far (every call of every test; sandbox/audit.py)."""
+    from sandbox.audit import describe_refusals
+    evidence = describe_refusals(student.calls_to_watched())
+    if evidence:
+        found.add("uses_forbidden_builtin", None, evidence)
 
 
 def _answers(student, found: Diagnosis) -> None:

@@ -4,7 +4,7 @@ weights, always in float64.
 `F.scaled_dot_product_attention(q, k, v, is_causal=True)` returns only the output; the weights are
 the softmax of the masked scores written out below. Both agree to about 1e-16 in float64
 (`weights @ v` against SDPA, measured over every shape the tests use). The harness runs this, never
-the student's process: there, SDPA is one of the watched, refused built-ins.
+the student's process: there, SDPA is one of the refused built-ins (sandbox.audit).
 """
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 from exercise import Exercise
+from exercise.builtin_attention import MULTI_HEAD
 from sandbox.contract import Entry, Method
 from sandbox.limits import Limits
 
@@ -38,9 +39,8 @@ EXERCISE = Exercise(
     title="Causal multi-head self-attention",
     entry=Entry.a_class(
         "CausalSelfAttention", ("dim", "n_heads"), Method("forward", ("x", "key_padding_mask"), required=1),
-        # nn.MultiheadAttention's two paths, and nn.TransformerEncoderLayer's fused one
-        watch=("torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
-               "torch._transformer_encoder_layer_fwd"),
+        # nn.MultiheadAttention, every relative of it; SDPA stays allowed
+        refuse=MULTI_HEAD,
         # the meta-device probe (test_07_advice.py) needs it; 0.8 s, so load it early
         preload=("torch._dynamo",),
         warmup=WARMUP,

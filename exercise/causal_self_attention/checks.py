@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from exercise.causal_self_attention import reference
+from sandbox import kit
 
 # Chosen from measurements (bench/measure_tolerances.py over every correct style in the project's
 # corpus, float64 reference): the worst correct float32 output was ~2e-7 off, the worst float64
@@ -106,33 +107,10 @@ def random_input(B: int, T: int, dim: int, *, seed: int, dtype: str = "float64")
     return torch.randn(B, T, dim, generator=g, dtype=torch.float64).to(DTYPES[dtype])
 
 
-# Central-difference steps for checking a gradient against the forward alone. One step cannot suit
-# every submission: a float64 forward is measured best at 1e-6, while a forward that computes its
-# softmax in float16 rounds its weights so coarsely that at 1e-6 they do not move at all, and only
-# steps near 1e-2 see the slope autograd (rightly) reports.
-FD_STEPS = (1e-6, 1e-4, 1e-3, 1e-2, 1e-1)
-
-
 def finite_difference_jvps(module, x: torch.Tensor, mask, directions: list) -> list:
-    """For each direction u, the central differences (f(x + h u) - f(x - h u)) / 2h at every step of
-    FD_STEPS but the last, each with its uncertainty (how far it is from the next step's estimate),
-    from forward outputs alone: the harness's own check of gradients that come from the student's
-    process. Returns, per direction, [(estimate, uncertainty)], each tensor shaped like the output."""
-    x = x.double()
-    result = []
-    for u in directions:  # one round trip per direction: a slow but correct forward stays within a call's limit
-        outs = module.map([(x + sign * h * u, mask) for h in FD_STEPS for sign in (1, -1)])
-        estimates = [(plus.double() - minus.double()) / (2 * h) for h, plus, minus in zip(FD_STEPS, outs[::2], outs[1::2])]
-        result.append([(a, (a - b).abs()) for a, b in zip(estimates, estimates[1:])])
-    return result
+    """The kit's finite differences (sandbox.kit) of the module's forward along each direction of
+    its input x, the mask held: [(estimate, uncertainty)] per direction, shaped like the output."""
+    return kit.finite_difference_jvps(module.map, (x, mask), 0, directions)
 
 
-def gradient_agrees(autograd: torch.Tensor, numeric: list, *, atol: float) -> torch.Tensor:
-    """Where an autograd value agrees with the forward's finite differences at some step, within that
-    step's own uncertainty. `numeric` is [(estimate, uncertainty)] of the same shape as `autograd`.
-    A gradient hidden from autograd disagrees at every step (in float64 code the estimates are
-    tight); a forward computed in low precision agrees at the steps its rounding allows."""
-    ok = torch.zeros_like(autograd, dtype=torch.bool)
-    for estimate, uncertainty in numeric:
-        ok |= (autograd - estimate).abs() <= 1e-4 * estimate.abs() + atol + 4 * uncertainty
-    return ok
+gradient_agrees = kit.gradient_agrees

@@ -560,7 +560,7 @@ FORBIDDEN_NAMES = ("MultiheadAttention", "multi_head_attention_forward", "_nativ
 def _forbidden(student, found: Diagnosis, source_lines, locate):
     """Two signs, either enough: the code the class can reach names a forbidden built-in (read
     by the harness from the bytes Python compiled, so the student cannot hide it at run time;
-    scan.py), or the worker counted a call to one (watch.py, so no text trick hides it). A source
+    scan.py), or the worker refused one or something no honest solution needs (audit.py, so no text trick hides it). A source
     the scan cannot read is a finding too: the check must never pass by silence."""
     try:
         hit = scan.find_forbidden(student.source, FORBIDDEN_NAMES, inside_class=student.entry.name)
@@ -578,9 +578,6 @@ def _forbidden(student, found: Diagnosis, source_lines, locate):
 
 
 def forbidden_at_run_time(student) -> str | None:
-    """What the workers counted so far (every call of every test; see sandbox/watch.py), or None."""
-    counts = student.calls_to_watched()
-    calls = [f"{path.rsplit('.', 1)[-1]} ran {n} times" for path, n in counts.items() if path != "tampering" and n]
-    if counts.get("tampering"):
-        calls.append(f"your code tried {counts['tampering']} times to get around the grader's count of these calls")
-    return "during the grade, " + "; ".join(calls) if calls else None
+    """What the workers refused so far (every call of every test; see sandbox/audit.py), or None."""
+    from sandbox.audit import describe_refusals
+    return describe_refusals(student.calls_to_watched())

@@ -11,7 +11,7 @@ import jinja2
 
 import exercise as exercises
 from grader import render
-from grader.result import GradeResult, Status
+from grader.result import GradeResult, Status, out_of, points
 
 REFRESH_S = 2  # how often a page of a grade not finished yet reloads itself
 
@@ -60,15 +60,17 @@ class Failure:
 
 
 def feedback(result: GradeResult) -> str:
-    """The feedback page of a finished grade: what render.build shows on the terminal, as HTML."""
+    """The feedback page of a finished grade: what render.build shows on the terminal, as HTML,
+    made of what the student may see (GradeResult.visible_part)."""
+    result = result.visible_part()
     rows, failures = [], []
     if result.status is Status.GRADED:
-        rows = [Row(g.score >= g.max_score - 1e-9, g.title, f"{g.score:g} / {g.max_score:g}")
+        rows = [Row(g.score >= g.max_score - 1e-9, g.title, out_of(g.score, g.max_score))
                 for g in result.groups() if g.max_score != 0]
         for item in render.failures(result):
             failures.append(Failure(tuple((g.title, f"{len(f)} of {len(g.tests)} cases") for g, f in item.groups),
                                     item.case, item.how, item.feedback, item.others))
     return _env.get_template("feedback.html").render(
         r=result, status=result.status.value, rows=rows, failures=failures,
-        score="" if result.score is None else f"{result.score:g} / {result.max_score:g}",
+        score="" if result.score is None else out_of(result.score, result.max_score), max_score=points(result.max_score),
         sandbox=result.environment.get("sandbox", "?"))

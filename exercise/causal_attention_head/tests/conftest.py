@@ -1,46 +1,11 @@
-"""Fixtures shared by the single-head tests. `student` and `findings` come from the harness;
-`student.function()` is the student's causal_attention, living in the worker."""
+"""Fixtures shared by the single-head tests. `student`, `draws` and `findings` come from the
+harness; `student.function()` is the student's causal_attention, living in the worker. Every
+input is drawn from the grade's seed (`draws`, sandbox.kit.Draws), which the student's code never
+sees, from one family of shapes (checks.CASES) in an order drawn too: no input can be told from
+another by its seed, shape, dtype or place in the run."""
 from __future__ import annotations
 
 import pytest
-import torch
-
-from exercise.causal_attention_head.reference import random_qkv
-from sandbox.proxy import StudentCodeError, WorkerFailure
-
-GATE_CHANGE = 1e-7  # float64 answers of order 1: any real dependence moves them far more
-
-
-@pytest.fixture(scope="session")
-def attention_gate(student) -> str | None:
-    """None when the function does attention's job, else why not. The property points are worth
-    nothing without it: weights = torch.eye(T) have rows that sum to 1, zeros above the diagonal
-    and are causal, and so is a running mean of v; NaN answers "change" with every input. So: the
-    answers must be finite, the weights must change when the queries change and when the keys
-    change, and the output when the values change."""
-    q, k, v = random_qkv(2, 6, 4, seed=7)
-    q2, k2, v2 = random_qkv(2, 6, 4, seed=8)
-    try:
-        (o, w), (_, wq), (_, wk), (ov, _) = student.function().map([(q, k, v), (q2, k, v), (q, k2, v), (q, k, v2)])
-    except (StudentCodeError, WorkerFailure) as err:
-        return f"it could not be run: {err}"
-    if tuple(w.shape) != (2, 6, 6) or tuple(o.shape) != (2, 6, 4):
-        return f"it returns shapes {tuple(o.shape)} and {tuple(w.shape)} for inputs of shape (2, 6, 4)"
-    if not (torch.isfinite(o).all() and torch.isfinite(w).all()):
-        return "its answers hold NaN or infinity for ordinary inputs of shape (2, 6, 4)"
-    for what, changed, a, b in (("weights", "queries", wq, w), ("weights", "keys", wk, w), ("output", "values", ov, o)):
-        if not (a.double() - b.double()).abs().nan_to_num(nan=1.0).max().item() > GATE_CHANGE:
-            return f"its {what} do not change when the {changed} change"
-    return None
-
-
-@pytest.fixture
-def gated(attention_gate) -> None:
-    """Fail a property test when the function does not do attention's job."""
-    if attention_gate:
-        pytest.fail(f"no points for this property: your function does not do attention's job "
-                    f"({attention_gate}). Row sums, zeros above the diagonal and causality only count "
-                    f"for weights computed from the queries and the keys.")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,15 +1,14 @@
 """The function, and the shapes and dtypes of what it returns."""
 import pytest
 
-from exercise.causal_attention_head.checks import CASES, DTYPES, describe
-from exercise.causal_attention_head.reference import random_qkv
+from exercise.causal_attention_head.checks import DTYPES, describe, drawn_qkv
 
 
 @pytest.mark.points(10)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_returns_out_and_weights(student, dtype):
+def test_returns_out_and_weights(student, draws, dtype):
     """causal_attention(q, k, v) returns out (B, T, d_k) and weights (B, T, T) in the input's dtype"""
-    inputs = [random_qkv(B, T, d, seed=10 + i, dtype=dtype) for i, (B, T, d) in enumerate(CASES)]
+    inputs = drawn_qkv(draws, ("interface", dtype), dtype)
     for (q, k, v), (out, weights) in zip(inputs, student.function().map(inputs)):
         B, T, d_k = q.shape
         for name, got, shape in (("out", out, (B, T, d_k)), ("weights", weights, (B, T, T))):

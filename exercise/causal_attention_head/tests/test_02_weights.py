@@ -3,20 +3,24 @@ import pytest
 import torch
 
 from exercise.causal_attention_head import reference
-from exercise.causal_attention_head.checks import CASES, DTYPES, TOLERANCE, compare, describe, first_failures
+from exercise.causal_attention_head.checks import (DTYPES, TOLERANCE, answers_and_gate, compare, describe,
+                                                  drawn_qkv, first_failures, require_attention)
 
 
-def _weights(student, dtype: str, seed: int):
-    inputs = [reference.random_qkv(B, T, d, seed=seed + i, dtype=dtype) for i, (B, T, d) in enumerate(CASES)]
-    return inputs, [w for _, w in student.function().map(inputs)]
+def _gated_weights(student, draws, dtype: str, label: str):
+    """The test's inputs and the weights returned for them, once the read-out says they are attention."""
+    inputs = drawn_qkv(draws, (label, dtype), dtype)
+    answers, problem = answers_and_gate(student, draws, inputs, dtype, (label, dtype))
+    require_attention(problem)
+    return inputs, [w for _, w in answers]
 
 
 @pytest.mark.points(10)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_weight_rows_sum_to_one(student, gated, dtype):
+def test_weight_rows_sum_to_one(student, draws, dtype):
     """Each row of weights sums to 1 (a softmax over the keys)"""
     tol = TOLERANCE[dtype]
-    for (q, _, _), w in zip(*_weights(student, dtype, seed=20)):
+    for (q, _, _), w in zip(*_gated_weights(student, draws, dtype, "rows")):
         sums = w.double().sum(dim=-1)                                                # (B, T)
         bad = ~torch.isclose(sums, torch.ones_like(sums), **tol)
         if bad.any():
@@ -28,9 +32,9 @@ def test_weight_rows_sum_to_one(student, gated, dtype):
 
 @pytest.mark.points(10)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_weights_are_zero_above_the_diagonal(student, gated, dtype):
+def test_weights_are_zero_above_the_diagonal(student, draws, dtype):
     """weights[:, t, s] is 0 for every key s > t (the causal mask)"""
-    for (q, _, _), w in zip(*_weights(student, dtype, seed=30)):
+    for (q, _, _), w in zip(*_gated_weights(student, draws, dtype, "zeros")):
         T = q.shape[1]
         future = torch.ones(T, T, dtype=torch.bool).triu(1)
         leak = w.double().abs().nan_to_num(nan=float("inf")) * future
@@ -42,10 +46,11 @@ def test_weights_are_zero_above_the_diagonal(student, gated, dtype):
 
 @pytest.mark.points(15)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_weights_match_the_reference(student, written_by_hand, dtype):
+def test_weights_match_the_reference(student, draws, written_by_hand, dtype):
     """weights equal softmax(q k^T / sqrt(d_k)) with -inf above the diagonal"""
+    inputs = drawn_qkv(draws, ("weights", dtype), dtype)
     failures = []
-    for (q, k, v), w in zip(*_weights(student, dtype, seed=40)):
+    for (q, k, v), (_, w) in zip(inputs, student.function().map(inputs)):
         problem = compare(w, reference.attention(q, k, v)[1], what="weights", dtype=dtype)
         if problem:
             failures.append((describe(q, dtype), problem))

@@ -3,14 +3,15 @@ import pytest
 import torch
 
 from exercise.causal_attention_head import reference
-from exercise.causal_attention_head.checks import CASES, DTYPES, compare, describe, first_failures
+from exercise.causal_attention_head.checks import (DTYPES, answers_and_gate, compare, describe, drawn_qkv,
+                                                  first_failures, require_attention)
 
 
 @pytest.mark.points(30)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_output_matches_sdpa(student, written_by_hand, dtype):
+def test_output_matches_sdpa(student, draws, written_by_hand, dtype):
     """out equals F.scaled_dot_product_attention(q, k, v, is_causal=True)"""
-    inputs = [reference.random_qkv(B, T, d, seed=50 + i, dtype=dtype) for i, (B, T, d) in enumerate(CASES)]
+    inputs = drawn_qkv(draws, ("output", dtype), dtype)
     failures = []
     for (q, k, v), (out, _) in zip(inputs, student.function().map(inputs)):
         problem = compare(out, reference.attention(q, k, v)[0], what="out", dtype=dtype)
@@ -25,10 +26,18 @@ EQUAL_CASES = [(1, 3, 2), (2, 9, 5), (1, 40, 8)]   # (B, T, d_k); equal scores n
 
 @pytest.mark.points(10)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_equal_scores_average_the_past(student, written_by_hand, dtype):
+def test_equal_scores_average_the_past(student, draws, written_by_hand, dtype):
     """Equal scores: weights[t] = 1/(t+1) on keys 0..t, and out[t] the mean of v[0..t]"""
-    inputs = [reference.equal_score_qkv(B, T, d, seed=60 + i, dtype=dtype) for i, (B, T, d) in enumerate(EQUAL_CASES)]
-    for (q, k, v), (out, weights) in zip(inputs, student.function().map(inputs)):
+    label = ("equal", dtype)
+    equal = [reference.equal_score_qkv(B, T, d, seed=draws.integer(0, 2 ** 62, label, i), dtype=dtype)
+             for i, (B, T, d) in enumerate(EQUAL_CASES)]
+    # Ordinary inputs of the same shapes go with them, in a drawn order, and the read-out of the
+    # whole call must be attention: a function that recognises equal scores and averages only
+    # then, doing something else elsewhere, earns nothing here.
+    ordinary = drawn_qkv(draws, label, dtype, cases=EQUAL_CASES)
+    answers, problem = answers_and_gate(student, draws, equal + ordinary, dtype, label)
+    require_attention(problem)
+    for (q, k, v), (out, weights) in zip(equal, answers):
         T = q.shape[1]
         counts = torch.arange(1, T + 1, dtype=torch.float64)
         expected_w = (torch.ones(T, T, dtype=torch.float64).tril() / counts[:, None]).expand(q.shape[0], T, T)

@@ -11,13 +11,13 @@ import itertools
 import pytest
 import torch
 
-from exercise.causal_self_attention.checks import random_input
+from exercise.causal_self_attention import readout
 from exercise.causal_self_attention.reference import random_weights
 from sandbox.proxy import StudentCodeError, WorkerFailure
 
 
 @pytest.fixture(scope="session")
-def attention_gate(student) -> str | None:
+def attention_gate(student, draws) -> str | None:
     """None when the module does attention's job, else why not. Property points are worth nothing
     without it: `return x` is causal, a module that ignores its input has the right parameter
     count, and a running mean of v is causal and mixes the past without attending at all. So:
@@ -27,20 +27,25 @@ def attention_gate(student) -> str | None:
       the keys (the q and the k rows of qkv), and as scores q.k do: with one of the two zero,
       the other no longer matters. Any order of q, k, v inside the layer (blocks in any order, or
       interleaved per head) passes; a layer whose output ignores q or k does not."""
-    problem = _mixes_past(student)
+    problem = _mixes_past(student, draws)
     if problem is None:
-        problem = _not_affine(student)
+        problem = _not_affine(student, draws)
     if problem is None:
-        problem = _scores_from_queries_and_keys(student)
+        problem = _scores_from_queries_and_keys(student, draws)
     return problem
 
 
-def _mixes_past(student) -> str | None:
-    dim, B, T = 24, 2, 6
+def _gate_shape(draws, label) -> tuple[int, int, int]:
+    """(dim, B, T) of a gate's probe, drawn from the family the scored cases come from."""
+    return readout.DIM, draws.choice(readout.BATCHES, label, "B"), draws.choice(readout.LENGTHS, label, "T")
+
+
+def _mixes_past(student, draws) -> str | None:
+    dim, B, T = _gate_shape(draws, "mixes")
     try:
-        module = student.new(dim, 4)
-        x = random_input(B, T, dim, seed=7)
-        noise = random_input(B, T, dim, seed=8)
+        module = student.new(dim, readout.HEADS)
+        x = draws.normal(B, T, dim, label=("mixes", "x"))
+        noise = draws.normal(B, T, dim, label=("mixes", "noise"))
         moved = [x.clone() for _ in range(T)]
         for s in range(T):
             moved[s][:, s] += noise[:, s]
@@ -61,13 +66,14 @@ def _mixes_past(student) -> str | None:
 
 
 GATE_CHANGE = 1e-7  # float64 outputs of order 1: any real dependence moves them far more
+FOLLOWS = 1e-2      # new queries or keys move real attention's output by ~0.1 to 1 of its size
 
 
-def _not_affine(student) -> str | None:
-    dim, B, T = 24, 2, 6
+def _not_affine(student, draws) -> str | None:
+    dim, B, T = _gate_shape(draws, "affine")
     try:
-        module = student.new(dim, 4)
-        x, y = random_input(B, T, dim, seed=9), random_input(B, T, dim, seed=10)
+        module = student.new(dim, readout.HEADS)
+        x, y = draws.normal(B, T, dim, label=("affine", "x")), draws.normal(B, T, dim, label=("affine", "y"))
         fx, fy, fxy, f0 = module.map([(x,), (y,), (x + y,), (torch.zeros_like(x),)])
         if any(tuple(o.shape) != (B, T, dim) for o in (fx, fy, fxy, f0)):
             return f"its output has shape {tuple(fx.shape)} for an input of shape {(B, T, dim)}"
@@ -93,16 +99,16 @@ def _row_layouts(dim: int, heads: int) -> list[tuple[torch.Tensor, torch.Tensor]
     return layouts
 
 
-def _scores_from_queries_and_keys(student) -> str | None:
-    dim, heads, B, T = 24, 4, 2, 6
+def _scores_from_queries_and_keys(student, draws) -> str | None:
+    (dim, B, T), heads = _gate_shape(draws, "scores"), readout.HEADS
     try:
         module = student.new(dim, heads)
         if module.params.get("qkv.weight") != (3 * dim, dim):
             return None  # not the stated layout: the interface tests say so; the checks above stand
-        base = {k: v for k, v in random_weights(dim, seed=31).items()
+        base = {k: v for k, v in random_weights(dim, seed=draws.integer(0, 2 ** 62, "scores", "base")).items()
                 if module.params.get(k) == tuple(v.shape)}
-        other = random_weights(dim, seed=32)
-        x = random_input(B, T, dim, seed=33)
+        other = random_weights(dim, seed=draws.integer(0, 2 ** 62, "scores", "other"))
+        x = draws.normal(B, T, dim, label=("scores", "x"))
         first = None
         for q_rows, k_rows in _row_layouts(dim, heads):
             problem = _scores_problem(module, base, other, x, q_rows, k_rows)
@@ -138,10 +144,16 @@ def _scores_problem(module, base: dict, other: dict, x: torch.Tensor, q_rows, k_
 
     def moved(a, b) -> bool:
         return (a - b).abs().nan_to_num(nan=1.0).max().item() > GATE_CHANGE
-    if not moved(new_q, base_out):
-        return "its output does not change when only the queries change (the q rows of qkv)"
-    if not moved(new_k, base_out):
-        return "its output does not change when only the keys change (the k rows of qkv)"
+    # As attention's weights do: new queries or keys of the same size move the output by a good
+    # part of its own size, not by a trace (weights that fall off with distance plus 1e-3 * q . k).
+    size = base_out.abs().nan_to_num(nan=0.0).max().item()
+
+    def follows(a) -> bool:
+        return moved(a, base_out) and (a - base_out).abs().nan_to_num(nan=float("inf")).max().item() > FOLLOWS * size
+    if not follows(new_q):
+        return "its output does not follow the queries (the q rows of qkv): new queries barely change it"
+    if not follows(new_k):
+        return "its output does not follow the keys (the k rows of qkv): new keys barely change it"
     if moved(q0_new_k, q0) and moved(k0_new_q, k0):
         return ("its output depends on the queries and the keys, but not through scores q.k: with "
                 "the queries all zero it still changes with the keys, and with the keys all zero "
@@ -158,8 +170,28 @@ def require_attention(gate: str | None) -> None:
 
 
 @pytest.fixture
-def gated(attention_gate) -> None:
+def loosely_gated(attention_gate) -> None:
+    """The gate above alone: each output mixes its own and earlier positions, not affinely, and
+    follows q and k (the parameter count's gate: a layer whose heads are split wrongly still has
+    the right parameters)."""
     require_attention(attention_gate)
+
+
+_LAYOUT: list[int] = []   # which qkv layout the layer's read-out worked with: tried first next time
+
+
+@pytest.fixture
+def gated(request, student, draws, attention_gate) -> None:
+    """The gate above, and the read-out (readout.py) at a shape, input and weights drawn anew
+    for each test: every head's matrix, read out of the output with the grader's weights, is a
+    softmax of q . k over the causal keys. Drawn per test from the same family as the scored
+    cases, so no test's read-out can be told from its scored calls by shape, seed or place."""
+    require_attention(attention_gate)
+    try:
+        problem = readout.attends(student, draws, ("read-out", request.node.nodeid), first=_LAYOUT)
+    except (StudentCodeError, WorkerFailure) as err:
+        problem = f"its forward could not be run with the grader's weights: {err}"
+    require_attention(problem)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -171,6 +203,7 @@ def diagnosis(student, findings):
     check is reported too."""
     from exercise.causal_self_attention.diagnosis import complete, diagnose, forbidden_at_run_time
     _FAILED.clear()  # a warm sandbox's harness is a fork: start from nothing
+    _LAYOUT.clear()
     with student.side_allowance(timeouts=1):  # a hanging forward must not use up the tests' allowance
         found = diagnose(student, student.source_lines, student.locate)
     yield found

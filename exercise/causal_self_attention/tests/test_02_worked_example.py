@@ -6,8 +6,6 @@ of the head's space and the keys vary only in the other half, so q_t . k_s is th
 key s, while q, k and v are all non-zero and new for each submission. Only a module
 that computes the scores sees that they are equal.
 """
-import hashlib
-
 import pytest
 import torch
 
@@ -44,17 +42,16 @@ CASES = [(shape, i) for shape, i in zip(SHAPES, SHAPE_IDS) if shape[0] // shape[
 
 @pytest.mark.points(10)
 @pytest.mark.parametrize("dim,n_heads", [c for c, _ in CASES], ids=[i for _, i in CASES])
-def test_equal_scores_average_the_past(student, written_by_hand, gated, dim, n_heads):
+def test_equal_scores_average_the_past(student, draws, written_by_hand, gated, dim, n_heads):
     """With every score equal, position t outputs proj(mean of v over keys 0..t)"""
     for dtype in ("float32", "float64"):
-        _check_equal_scores(student, dim, n_heads, dtype)
+        _check_equal_scores(student, draws, dim, n_heads, dtype)
 
 
-def _check_equal_scores(student, dim: int, n_heads: int, dtype: str) -> None:
-    # Weights drawn anew for each submission (seeded by its bytes, so a regrade gives the same
-    # grade) and for each case: no fixed input or weight to recognise.
-    seed = int.from_bytes(hashlib.sha256(student.source + f"{dim}-{n_heads}-{dtype}".encode()).digest()[:7], "big")
-    g = torch.Generator().manual_seed(seed)
+def _check_equal_scores(student, draws, dim: int, n_heads: int, dtype: str) -> None:
+    # Weights and inputs drawn from the grade's seed (the host's, never seen by the student's code;
+    # the same for the same bytes, so a regrade gives the same grade), anew for each case.
+    g = draws.generator("worked", dim, n_heads, dtype)
     weights = {k: v.to(DTYPES[dtype]).double() for k, v in equal_score_weights(dim, n_heads, g).items()}
     module = student.new(dim, n_heads, dtype=dtype)
     module.set_params({k: v.to(DTYPES[dtype]) for k, v in weights.items()})

@@ -3,7 +3,7 @@ import pytest
 
 from exercise.causal_self_attention import reference
 from exercise.causal_self_attention.checks import (BATCHES, SHAPE_IDS, SHAPES, compare, describe_case,
-                                                   new_module, random_input)
+                                                   new_module)
 
 # Every shape in both dtypes (one case per shape: fewer cases cost less of pytest's own time per
 # grade) in eval mode, and two cases in training mode: the exercise has no dropout, so the layer
@@ -15,12 +15,13 @@ IDS = SHAPE_IDS + ["dim24-h4-float32-train", "dim8-h1-float64-train"]
 
 @pytest.mark.points(30)
 @pytest.mark.parametrize("dim,n_heads,dtypes,train", CASES, ids=IDS)
-def test_matches_multihead_attention(student, written_by_hand, dim, n_heads, dtypes, train):
+def test_matches_multihead_attention(student, draws, written_by_hand, dim, n_heads, dtypes, train):
     """Same output as nn.MultiheadAttention with your weights copied in"""
     failures = []
     for dtype in dtypes:
-        module, weights = new_module(student, dim, n_heads, dtype=dtype, seed=dim + n_heads, train=train)
-        inputs = [random_input(B, T, dim, seed=100 * T + B, dtype=dtype) for B, T in BATCHES]
+        label = ("mha", dim, n_heads, dtype, train)
+        module, weights = new_module(student, dim, n_heads, dtype=dtype, seed=draws.integer(0, 2 ** 40, *label), train=train)
+        inputs = [draws.normal(B, T, dim, label=(*label, B, T), dtype=dtype) for B, T in draws.shuffled(BATCHES, *label)]
         for x, out in zip(inputs, module.map([(x,) for x in inputs])):
             problem = compare(out, reference.attention(weights, n_heads, x), dtype=dtype)
             if problem:

@@ -1,5 +1,6 @@
 # attack: ctypes: overwrites the refcount and type pointer of a fresh object, then reads address 0 (SIGSEGV) with faulthandler writing to stderr
 # sandboxes: local docker
+# layers: kernel
 # honest: correct
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: forward forks in a loop (children fork too, then sleep) until fork fails
 # sandboxes: local docker
+# layers: kernel
 # honest: correct
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: collects every absolute path named on its stack (the frames above its import, their locals and globals), in its environment and in sys.path, and tries to read, list and change (no-op chmod, an extended attribute) each one outside its scratch folder
 # sandboxes: local docker
+# layers: kernel
 # as-user: yes
 # honest: wrong scale (sqrt(dim)); the attack switches to the right one if it reached the host
 import math

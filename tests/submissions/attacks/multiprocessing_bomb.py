@@ -1,5 +1,6 @@
 # attack: at import, multiprocessing starts 300 sleeping processes (fork context) before the class is defined
 # sandboxes: local docker
+# layers: kernel
 # honest: correct
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: at import, a setsid grandchild (own process group, so killpg of the worker misses it) floods stderr forever; the worker itself stays correct
 # sandboxes: local docker
+# layers: kernel
 # honest: correct
 import math
 import os
