@@ -6,6 +6,7 @@
     OUT/index.json            what was graded, with the key it was graded under (for resuming)
     OUT/gradebook.csv         one line per submission
     OUT/report.html           the class report (score histogram, bugs, weakest tests)
+    OUT/similar.csv, .json    pairs of submissions much alike (grader.similarity), all of them
 
 A submission is a .py or .ipynb file directly in the folder, or a sub-folder (a folder per student),
 where the one file that defines the exercise's class is graded. Each is keyed by the hash of what is
@@ -18,8 +19,10 @@ interrupt keeps every result recorded so far.
 """
 from __future__ import annotations
 
+import csv
 import fcntl
 import hashlib
+import io
 import json
 import os
 import queue
@@ -109,7 +112,8 @@ class Outcome:
     sandbox_starts: int = 0      # warm sandboxes started, restarts included
     failure: str = ""            # why the batch stopped before the end, when it was not Ctrl-C
     clusters: tuple = ()         # the report's clusters of unexplained mistakes (grader.clusters.Cluster)
-    similar_pairs: int = 0       # pairs of similar submissions the report shows
+    similar_pairs: int = 0       # pairs of similar submissions found (all in similar.csv)
+    similar: similarity.Findings | None = None   # those pairs, once reported
 
     @property
     def errors(self) -> list[str]:
@@ -126,13 +130,17 @@ class Batch:
     def __init__(self, folder: Path, out: Path, *, exercise: str = exercises.DEFAULT,
                  sandbox: str = grading.DEFAULT_SANDBOX, jobs: int = 1, warm: bool = True,
                  force: bool = False, wall_s: float | None = None, course=None, template: Path | None = None,
-                 queue: str | None = None):
+                 queue: str | None = None, similar_threshold: float = similarity.THRESHOLD,
+                 compare_with: Path | None = None):
         """`queue`: a Redis URL whose workers grade the submissions (grader.queue) instead of
         this machine's own sandboxes; `course`: an instructor's points, visibility and limits
         (grader.course); `template`: starter code left out when comparing submissions."""
         self.folder, self.out, self.exercise, self.sandbox, self.queue = folder, out, exercise, sandbox, queue
         self.course, self.template = course, template
         self.released: tuple[str, ...] = course.released if course is not None else ()
+        # pairs much alike from this share of fingerprints; an earlier term's folder compared, not graded
+        self.similar_threshold = similarity.check_threshold(similar_threshold, "similar_threshold")
+        self.compare_with = compare_with
         if wall_s is None and course is not None:
             wall_s = course.time_limit_s
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
@@ -358,14 +366,13 @@ class Batch:
         classreport.write_gradebook(outcome.rows, self.out / "gradebook.csv")
         summary = classreport.summarize(outcome.rows)
         graded = {row.key: row.submission for row in outcome.rows}
-        files = [similarity.File(graded[u.key], _script(u.path), similarity.sha256(u.content))
-                 for u in outcome.units if u.path is not None and u.key in graded]
-        starter = similarity.starter_code(exercises.get(self.exercise).statement, self.template)
-        similar = similarity.similar_pairs(files, starter)
-        outcome.clusters, outcome.similar_pairs = behaviours.clusters(outcome.rows), len(similar)
+        outcome.similar = self._similar(outcome, graded)
+        classreport.write_atomic(self.out / "similar.csv", _similar_csv(outcome.similar))
+        classreport.write_atomic(self.out / "similar.json", similarity.to_json(outcome.similar))
+        outcome.clusters, outcome.similar_pairs = behaviours.clusters(outcome.rows), len(outcome.similar.pairs)
         classreport.write_html(summary, outcome.rows, self.out / "report.html",
                                title=f"{self.exercise}: {self.folder.name}",
-                               similar=similar,
+                               similar=outcome.similar,
                                clusters=outcome.clusters, released=self.released, code=self._class_code(outcome))
 
     def _class_code(self, outcome: Outcome) -> reportparts.ClassCode:
@@ -376,6 +383,31 @@ class Batch:
                      and r.score is not None and r.score >= r.max_score - 1e-9)
         return reportparts.ClassCode({graded[u.key]: reportparts.source_text(_script(u.path))
                                       for u in outcome.units if u.path is not None and u.key in graded}, full)
+
+    def _similar(self, outcome: Outcome, graded: dict[str, str]) -> similarity.Findings:
+        """Pairs of graded submissions much alike, with each other, with an earlier term's
+        (`compare_with`, not graded) and with the exercise's known sources."""
+        files = [similarity.File(graded[u.key], _script(u.path), similarity.sha256(u.content))
+                 for u in outcome.units if u.path is not None and u.key in graded]
+        if self.compare_with is not None:
+            earlier = [u for u in discover(self.compare_with, self.exercise) if u.path is not None]
+            shown = text.names(f"{self.compare_with.name}/{u.key}" for u in earlier)
+            files += [similarity.File(shown[f"{self.compare_with.name}/{u.key}"], _script(u.path),
+                                      similarity.sha256(u.content), origin=similarity.Origin.EARLIER) for u in earlier]
+        exercise = exercises.get(self.exercise)
+        files += similarity.known_sources(exercise.directory)
+        starter = similarity.starter_code(exercise.statement, self.template)
+        return similarity.find(files, starter, threshold=self.similar_threshold)
+
+
+def _similar_csv(findings: similarity.Findings) -> str:
+    """similar.csv, its names guarded as the gradebook's are (nothing a spreadsheet would run)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(similarity.CSV_HEADER)
+    for row in similarity.csv_rows(findings):
+        writer.writerow([classreport._guard_formula(row[0]), classreport._guard_formula(row[1]), *row[2:]])
+    return out.getvalue()
 
 
 def _script(path: Path) -> bytes:

@@ -12,7 +12,7 @@ from rich.text import Text
 import exercise as exercises
 import sandbox.registry as registry
 from sandbox.backend import SandboxUnavailable
-from grader import __version__, formats, grading, platforms, render, text
+from grader import __version__, formats, grading, platforms, render, similarity, text
 from grader.course import TIME_LIMIT_S, check_time_limit
 from grader.errors import SubmissionRejected
 from grader.result import GradeResult, Status
@@ -227,10 +227,16 @@ def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | Non
 @_course_option
 @click.option("--template", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="Starter code handed to the students: left out when comparing submissions.")
+@click.option("--similar-threshold", metavar="SHARE", default=str(similarity.THRESHOLD), show_default=True,
+              callback=lambda ctx, param, value: _similar_threshold(value),
+              help="Show two submissions as much alike from this share (0 to 1) of their code's fingerprints "
+                   "in common; every pair found goes to OUT/similar.csv and OUT/similar.json.")
+@click.option("--compare-with", type=click.Path(path_type=Path, exists=True, file_okay=False),
+              help="An earlier term's submissions (a folder like FOLDER): pairs with them are shown, they are not graded.")
 @_weak_sandbox_option
 def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name: str, force: bool, cold: bool,
                 time_limit: float | None, queue_url: str | None, secret_file: Path | None, course_file: Path | None,
-                template: Path | None, allow_weak_sandbox: bool):
+                template: Path | None, similar_threshold: float, compare_with: Path | None, allow_weak_sandbox: bool):
     """Grade every submission in FOLDER: each .py or .ipynb in it, and each sub-folder (a folder per
     student, where the file that defines the exercise's class is graded).
 
@@ -269,12 +275,15 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         except SandboxUnavailable as err:
             raise click.ClickException(str(err)) from err
         _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=False)
+    if compare_with is not None and compare_with.resolve() == folder.resolve():
+        raise BadInput(f"--compare-with {compare_with} is the folder being graded: give an earlier term's folder")
     course = _course(course_file, exercise_name)
     units = batches.discover(folder, exercise_name)
     if not units:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
     job = batches.Batch(folder, out, exercise=exercise_name, sandbox=sandbox, jobs=jobs, warm=not cold,
-                        force=force, wall_s=time_limit, queue=queue_url, course=course, template=template)
+                        force=force, wall_s=time_limit, queue=queue_url, course=course, template=template,
+                        similar_threshold=similar_threshold, compare_with=compare_with)
     known = job.stored_clusters() if course is not None and course.clusters else None
     if known is not None:  # the clusters of the class graded before: a course names only those
         from grader.course import CourseError
@@ -317,6 +326,8 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     console.print(f"graded {len(outcome.graded_now)}, kept {len(outcome.kept)} · {outcome.duration_s:.1f} s"
                   f"{starts}", soft_wrap=True)
     console.print(f"wrote {out / 'gradebook.csv'} and {out / 'report.html'}", soft_wrap=True)
+    if outcome.similar is not None:
+        _similar_notice(outcome.similar, out, console)
     missing = len(outcome.units) - len(outcome.rows)  # no result under the current key
     if outcome.interrupted:
         console.print(f"[yellow]interrupted[/]: {missing} submission(s) not graded yet; run the same command again "
@@ -325,6 +336,26 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     if outcome.failure:
         raise click.ClickException(f"{outcome.failure}; the results recorded before are kept")
     sys.exit(EXIT_GRADER_FAILED if outcome.errors or missing else EXIT_RESULT)
+
+
+def _similar_threshold(value: str) -> float:
+    from grader.similarity import BadThreshold
+    try:
+        return similarity.check_threshold(value)
+    except BadThreshold as err:
+        raise BadInput(str(err)) from err
+
+
+def _similar_notice(findings, out: Path, console: Console) -> None:
+    """Below the summary's count of similar pairs: the ones copied from a library's source, and a
+    notice when the report shows only the most alike (similar.csv has every pair)."""
+    known = sum(p.origin is similarity.Origin.KNOWN for p in findings.pairs)
+    if known:
+        console.print(f"[yellow]{known} submission(s) copied from a library's source[/] (from "
+                      f"{findings.threshold:.0%} of their code): {out / 'similar.csv'}", soft_wrap=True)
+    if findings.cut():
+        console.print(f"[yellow]the report shows the {similarity.MAX_PAIRS} most alike similar pairs[/]: "
+                      f"{findings.cut()} more pair(s) are only in {out / 'similar.csv'}", soft_wrap=True)
 
 
 @main.command("worker")

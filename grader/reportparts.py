@@ -186,18 +186,30 @@ def _meaning(source: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def similar_section(pairs) -> str:
+def similar_section(similar) -> str:
+    """`similar`: grader.similarity.Findings (or its pairs): the pairs the cap lets through, and a
+    notice of those it cut (similar.csv has them all)."""
+    from grader.similarity import MAX_PAIRS, Origin
+    pairs = tuple(similar.pairs) if hasattr(similar, "pairs") else tuple(similar)
     head = '<h2 id="similar">Similar submissions</h2>'
-    note = ('<p class="muted">Pairs whose code is much alike once names, comments and layout are set aside, '
-            "and the exercise's starter code left out. A signal for a person to look at, never a penalty: "
-            "the score is not changed.</p>")
+    note = ('<p class="muted">Pairs whose code is much alike once names, comments, layout, dead code, the order '
+            "of independent statements and equivalent tensor ops are set aside, and the exercise's starter code "
+            "and the class's common boilerplate left out; also pairs with an earlier term's submissions and "
+            "with library source that implements the exercise. A signal for a person to look at, never a "
+            "penalty: the score is not changed. All pairs are in similar.csv and similar.json.</p>")
     if not pairs:
         return head + note + '<p class="muted">No two submissions are much alike.</p>'
-    out = [head, note, '<table><tr><th class="num">Alike</th><th>Submissions</th></tr>']
-    for i, p in enumerate(pairs):
-        flag = '<span class="badge flag">identical files</span> ' if p.identical else ""
+    out = [head, note]
+    if len(pairs) > MAX_PAIRS:
+        out.append(f'<p><b>Showing the {MAX_PAIRS} most alike of {len(pairs)} pairs</b>: '
+                   f"{len(pairs) - MAX_PAIRS} more are in similar.csv.</p>")
+    out.append('<table><tr><th class="num">Alike</th><th>Submissions</th></tr>')
+    for i, p in enumerate(pairs[:MAX_PAIRS]):
+        flag = f'<span class="badge flag">{_e(p.note)}</span> ' if getattr(p, "note", "") else (
+            '<span class="badge flag">identical files</span> ' if p.identical else "")
+        other = _link(p.b) if getattr(p, "origin", Origin.CLASS) is Origin.CLASS else f"<code>{_e(p.b)}</code>"
         out.append(f'<tr><td class="num">{p.similarity:.0%}</td><td>{flag}'
-                   f'{_link(p.a)} and {_link(p.b)}'
+                   f'{_link(p.a)} and {other}'
                    f'<details{" open" if i == 0 else ""}><summary>shared lines, side by side</summary>'
                    f'<div class="sbs">'
                    f"{_code(p.lines_a)}{_code(p.lines_b)}</div></details></td></tr>")
