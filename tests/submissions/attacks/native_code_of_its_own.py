@@ -1,4 +1,4 @@
-# attack: runs native code of its own: writes a shared object (a copy of one of Python's extension modules stands in for one the student built) into its scratch folder, a temp file, an anonymous memory file and /dev/shm, and imports it from each (dlopen runs it without any Python-level event); and compiles TorchScript source text with torch._C.CompilationUnit
+# attack: runs native code of its own: writes a shared object (a copy of one of Python's extension modules stands in for one the student built) into its scratch folder, a temp file, an anonymous memory file and /dev/shm, and imports it from each (dlopen runs it without any Python-level event)
 # sandboxes: local docker
 # as-user: yes
 # layers: kernel
@@ -66,12 +66,6 @@ if _chosen:
                 os.unlink(_path)
             except OSError:
                 pass
-try:
-    _unit = torch._C.CompilationUnit("def f(x: torch.Tensor) -> torch.Tensor:\n    return x + 1\n")
-    if float(_unit.f(torch.zeros(1))) == 1.0:
-        REACHED.append("TorchScript compiled from text")
-except BaseException:
-    pass
 # attack-end
 
 
