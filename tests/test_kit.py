@@ -162,9 +162,14 @@ def test_a_matrix_that_changes_with_the_values_leaves_a_residual():
 # --- the corpora, in this process ------------------------------------------------------------
 
 def _load(path):
-    """The submission's module, run here (the project's own corpus only)."""
+    """The submission's module, run here (the project's own corpus only), as an import runs it:
+    with its __file__, in a working folder of its own (a file may save a checkpoint there)."""
+    import contextlib
+    import tempfile
     module = types.ModuleType(path.stem)
-    exec(compile(submissions.read(path).script, str(path), "exec"), module.__dict__)
+    module.__file__ = str(path)
+    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
+        exec(compile(submissions.read(path).script, str(path), "exec"), module.__dict__)
     return module
 
 

@@ -7,6 +7,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -64,9 +65,9 @@ def results(out: Path) -> dict[str, dict]:
 
 def comparable(result: dict) -> dict:
     """A result without what differs between two grades of the same file: the time it took (also in
-    the first line of the feedback)."""
-    feedback = result["feedback"].split("\n", 1)
-    return {**result, "duration_s": None, "feedback": feedback[1] if len(feedback) > 1 else ""}
+    feedback's heading, which a long name wraps onto a second line)."""
+    feedback = re.sub(r"\d+(?:\.\d+)? s\n", "", result["feedback"], count=1)
+    return {**result, "duration_s": None, "feedback": feedback}
 
 
 def copy_class(folder: Path, files: list[Path]) -> Path:

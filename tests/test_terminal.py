@@ -53,7 +53,10 @@ def test_the_graders_terminal_keeps_its_typed_ahead_line_and_its_echo(sandbox):
         except BlockingIOError:
             pass
         assert left == TYPED * 2, f"the typed-ahead lines were read by someone else: {left!r} is left"
-        assert result["score"] == 100
+        # Its correct layer keeps the interface, the properties and the count; its reaching for the
+        # grader's descriptors (the fds of its parent and of PID 1) is refused and named, which costs
+        # the comparison tests (sandbox.audit), as any refused route does.
+        assert result["score"] < 100 and "descriptors" in json.dumps(result["bugs"]), result["bugs"]
     finally:
         os.close(slave)
         os.close(master)
