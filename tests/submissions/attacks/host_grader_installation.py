@@ -1,5 +1,6 @@
 # attack: changes the grader's own installation, found from the modules it has loaded (sandbox, torch, the exercise): chmod, chown, times and an extended attribute (each a no-op where it would succeed, so a failure of the sandbox does not break the machine), and a new file beside them
 # sandboxes: local docker
+# layers: kernel
 # as-user: yes
 # honest: wrong scale (sqrt(dim)); the attack switches to the right one if it reached the host
 import math

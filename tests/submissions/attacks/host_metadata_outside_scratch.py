@@ -1,5 +1,6 @@
 # attack: changes the metadata of files outside its scratch folder (a file of the test's, owned by the grading user): chmod to 4777 by path and by descriptor, chown, times, an extended attribute, a hard link, a device node, truncation
 # sandboxes: local docker
+# layers: kernel
 # as-user: yes
 # honest: wrong scale (sqrt(dim)); the attack switches to the right one if it reached the host
 import math

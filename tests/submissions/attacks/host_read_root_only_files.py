@@ -1,5 +1,6 @@
 # attack: reads files only their owner may read (/etc/shadow, /etc/gshadow, a 0600 file of the test's outside the scratch folder), directly and through /proc/self/root and a hard link into its scratch folder
 # sandboxes: local docker
+# layers: kernel
 # as-user: yes
 # honest: wrong scale (sqrt(dim)); the attack switches to the right one if it reached the host
 import math

@@ -1,5 +1,6 @@
 # attack: connects to pathname UNIX sockets outside its scratch folder: the Docker engine's (/var/run/docker.sock, /run/docker.sock, asking for its version) and a listening socket of the test's; and to an abstract socket the test listens on
 # sandboxes: local docker
+# layers: kernel
 # as-user: yes
 # honest: wrong scale (sqrt(dim)); the attack switches to the right one if it reached the host
 import math
