@@ -119,15 +119,13 @@ def describe_refusals(counts: dict[str, int]) -> str | None:
     return "during the grade, the grader refused " + "; ".join(said) if said else None
 
 
-def install(refuse: tuple[str, ...], tally_fd: int | None, submission: str) -> None:
+def install(refuse: tuple[str, ...], tally_fd: int | None, submission: str, *, readable_as: str = "") -> None:
     """Make the refused implementations refuse and add the audit hook. Runs once, in the worker,
-    before the submission is imported; `submission` is the path of the file to be imported."""
+    before the submission is imported; `submission` is the path of the file to be imported,
+    `readable_as` the name it is opened by (the worker's, relative to the working folder)."""
     import importlib.util
     path = os.path.abspath(submission)
-    # by its name where it lies in the working folder: the folders above may be closed to the
-    # student's uid (sandbox.confine.become_student), as the worker imports it
-    here = os.path.basename(path) if os.path.dirname(path) == os.getcwd() else path
-    with open(here, "rb") as f:
+    with open(readable_as or path, "rb") as f:
         text = importlib.util.decode_source(f.read())
     tally = _tally_writer(tally_fd)
     guarded, files = set(), set()
@@ -305,6 +303,8 @@ def _guard_torchscript_text(tally, guarded: set) -> list:
     """TorchScript source text compiles only when library code hands it over (TORCHSCRIPT_TEXT).
     Returns the guards, whose attributes (the originals in their keyword defaults) the hook seals."""
     mark, guards = bytes([KIT_BASE + LOAD]), []
+    here = os.path.dirname(os.path.abspath(__file__)) + "/"
+    libraries = tuple(r for r in _roots() if r != here)  # where the text's caller must lie (not this package)
     for owner_path, name, wrappers in TORCHSCRIPT_TEXT:
         owner = _resolve(owner_path)
         original = getattr(owner, name, None) if owner is not None else None
@@ -314,13 +314,14 @@ def _guard_torchscript_text(tally, guarded: set) -> list:
         empty_constructor = name == "__init__"
 
         def guarded_call(*args, _original=original, _wrappers=wrappers, _what=_message(what, LOAD),
-                         _empty=empty_constructor, _frame=sys._getframe, _library=_library_file,
+                         _empty=empty_constructor, _frame=sys._getframe, _libraries=libraries,
                          _tally=tally, _mark=mark, **kwargs):
             if not (_empty and len(args) <= 1 and not kwargs.get("lang")):  # CompilationUnit() holds no text
                 frame = _frame(1)
                 while frame is not None and _wrappers and frame.f_code.co_filename.endswith(_wrappers):
                     frame = frame.f_back
-                if frame is None or not _library(frame.f_code.co_filename):
+                caller = frame.f_code.co_filename if frame is not None else None
+                if type(caller) is not str or not (caller.startswith("<frozen ") or caller.startswith(_libraries)):
                     _tally(_mark)
                     raise Refused(_what)
             return _original(*args, **kwargs)
@@ -331,18 +332,6 @@ def _guard_torchscript_text(tally, guarded: set) -> list:
         except (AttributeError, TypeError):
             pass
     return guards
-
-
-def _library_file(filename, _roots=[]) -> bool:
-    """`filename` lies in the Python installation or its libraries (not this package)."""
-    if not _roots:
-        _roots.extend(r for r in _roots_of_libraries())
-    return type(filename) is str and (filename.startswith("<frozen ") or filename.startswith(tuple(_roots)))
-
-
-def _roots_of_libraries() -> tuple[str, ...]:
-    here = os.path.dirname(os.path.abspath(__file__)) + "/"
-    return tuple(r for r in _roots() if r != here)
 
 
 def _replace_attribute(dotted: str, refusal, guarded: set) -> None:

@@ -56,17 +56,17 @@ class Worker:
         """Import the submission and check the entry class; the answer is the 'ready' message."""
         # compiled now: once the audit hook is in, only the submission's own text compiles
         self.contexts = {name: compile(text, f"<context {name}>", "eval") for name, text in self.spec.contexts}
+        # By its name in the working folder where it lies there: the folders above it may be closed
+        # to the student's uid (sandbox.confine.become_student).
+        here = os.path.basename(self.path) if os.path.dirname(self.path) == os.getcwd() else self.path
         if self.audit:
             from sandbox import audit
-            audit.install(self.spec.refuse, self.tally_fd, self.path)
+            audit.install(self.spec.refuse, self.tally_fd, self.path, readable_as=here)
         # Taken before the student's code runs: patching Worker's methods or the module's own
         # parameters()/numel() afterwards changes neither what is dispatched nor what is counted.
         from sandbox import measure
         self.ops = {name[3:]: getattr(self, name) for name in dir(type(self)) if name.startswith("op_")}
         self.parameters = measure.walker()
-        # By its name in the working folder where it lies there: the folders above it may be closed
-        # to the student's uid (sandbox.confine.become_student).
-        here = os.path.basename(self.path) if os.path.dirname(self.path) == os.getcwd() else self.path
         loader = importlib.machinery.SourceFileLoader(SUBMISSION_MODULE, here)
         spec = importlib.util.spec_from_loader(SUBMISSION_MODULE, loader, origin=here)
         spec.has_location = True  # __file__ is set, as for any file imported

@@ -127,12 +127,13 @@ def cases():
         prefix = "head-" if path.parent == HEAD_ATTACKS else ""
         text = path.read_text()
         hole = re.search(r"^# known-hole: (.+)$", text, re.M)
-        runs = [(sandbox, None) for sandbox in attack_header(path)[1]]
+        sandboxes = attack_header(path)[1]
+        runs = [(sandbox, None) for sandbox in sandboxes]
         if re.search(r"^# as-user: yes$", text, re.M) and os.geteuid() == 0:
             runs.append(("local", NOBODY))
         runs = [(sandbox, uid, False) for sandbox, uid in runs]
         if re.search(r"^# layers: kernel$", text, re.M):
-            runs += [(sandbox, None, True) for sandbox in attack_header(path)[1]]
+            runs += [(sandbox, None, True) for sandbox in sandboxes]
         for sandbox, uid, kernel in runs:
             marks = [pytest.mark.docker] if sandbox == "docker" else []
             if hole:  # reported as xfailed, never as passed; strict: a fix makes it fail until the line goes

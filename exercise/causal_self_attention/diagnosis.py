@@ -205,16 +205,18 @@ def _outputs(student, found: Diagnosis, source_lines, locate):
                   _match_evidence(combo, values, wrong, observed))
 
 
-def _longest_that_runs(module, dim: int, dtype: str, runs: int, breaks: int) -> tuple[int, int]:
-    """(the longest T that runs, the shortest that raises), by bisection between a length that
-    runs and one that raises: where a fixed buffer ends."""
+def _longest_that_runs(module, dim: int, dtype: str, runs: int, breaks: int,
+                       raised: StudentCodeError) -> tuple[int, int, StudentCodeError]:
+    """(the longest T that runs, the shortest that raises, what it raises), by bisection between a
+    length that runs and one that raised `raised`: where a fixed buffer ends."""
     while breaks - runs > 1:
         middle = (runs + breaks) // 2
-        if breaks_with(module, dim, dtype, middle) is None:
+        err = breaks_with(module, dim, dtype, middle)
+        if err is None:
             runs = middle
         else:
-            breaks = middle
-    return runs, breaks
+            breaks, raised = middle, err
+    return runs, breaks, raised
 
 
 def breaks_with(module, dim: int, dtype: str, T: int) -> StudentCodeError | None:
@@ -250,10 +252,9 @@ def _observe(student, found: Diagnosis, dim: int, heads: int, dtype: str) -> lis
         outs += module.map([p.args for p in long])
         short += long
     except StudentCodeError as err:
-        runs, breaks = _longest_that_runs(module, dim, dtype, 9, max(p.x.shape[1] for p in long))
+        runs, breaks, raised = _longest_that_runs(module, dim, dtype, 9, max(p.x.shape[1] for p in long), err)
         found.add("fixed_max_length", None,
-                  f"sequences up to length {runs} run, but length {breaks} raises "
-                  f"{(breaks_with(module, dim, dtype, breaks) or err).describe()}")
+                  f"sequences up to length {runs} run, but length {breaks} raises {raised.describe()}")
     return [Observed(p, weights, out, reference.attention(weights, heads, p.x, p.mask))
             for p, out in zip(short, outs)]
 
