@@ -7,6 +7,7 @@
     OUT/gradebook.csv         one line per submission
     OUT/report.html           the class report (score histogram, bugs, weakest tests)
     OUT/similar.csv, .json    pairs of submissions much alike (grader.similarity), all of them
+    OUT/lms.csv               with a late policy or adjustments (grader.term): final scores for an LMS
 
 A submission is a .py or .ipynb file directly in the folder, or a sub-folder (a folder per student),
 where the one file that defines the exercise's class is graded. Each is keyed by the hash of what is
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import exercise as exercises
-from grader import classreport, formats, grading, keys, pages, reportparts, similarity, text
+from grader import classreport, formats, grading, keys, pages, reportparts, similarity, term, text
 from grader import clusters as behaviours
 from grader import submission as submissions
 from grader.errors import GraderError, SubmissionRejected
@@ -112,6 +113,7 @@ class Outcome:
     sandbox_starts: int = 0      # warm sandboxes started, restarts included
     failure: str = ""            # why the batch stopped before the end, when it was not Ctrl-C
     clusters: tuple = ()         # the report's clusters of unexplained mistakes (grader.clusters.Cluster)
+    standings: dict | None = None  # grader.term.Standing by key, with a late policy or adjustments
     similar_pairs: int = 0       # pairs of similar submissions found (all in similar.csv)
     similar: similarity.Findings | None = None   # those pairs, once reported
 
@@ -131,7 +133,7 @@ class Batch:
                  sandbox: str = grading.DEFAULT_SANDBOX, jobs: int = 1, warm: bool = True,
                  force: bool = False, wall_s: float | None = None, course=None, template: Path | None = None,
                  queue: str | None = None, similar_threshold: float = similarity.THRESHOLD,
-                 compare_with: Path | None = None):
+                 compare_with: Path | None = None, adjustments: term.Adjustments | None = None):
         """`queue`: a Redis URL whose workers grade the submissions (grader.queue) instead of
         this machine's own sandboxes; `course`: an instructor's points, visibility and limits
         (grader.course); `template`: starter code left out when comparing submissions."""
@@ -141,6 +143,7 @@ class Batch:
         # pairs much alike from this share of fingerprints; an earlier term's folder compared, not graded
         self.similar_threshold = similarity.check_threshold(similar_threshold, "similar_threshold")
         self.compare_with = compare_with
+        self.adjustments = adjustments   # applied to every report, never to a result (grader.term)
         if wall_s is None and course is not None:
             wall_s = course.time_limit_s
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
@@ -332,7 +335,7 @@ class Batch:
                 classreport.write_atomic(self.out / f"runs/{base}.json", json.dumps(run) + "\n")
             entry.update(run_key=unit.grading_key(self.run_setting), run_file=f"runs/{base}.json")
         (self.out / "pages").mkdir(exist_ok=True)
-        pages.write_page(result, self.out / f"pages/{base}.html", result_file=f"../{name}", released=self.released)
+        pages.write_page(result, self.out / f"pages/{base}.html", released=self.released)
         entry["page_file"] = f"pages/{base}.html"
         with self._lock:
             index[unit.key] = entry
@@ -363,8 +366,12 @@ class Batch:
         return rows
 
     def _write_reports(self, outcome: Outcome) -> None:
-        classreport.write_gradebook(outcome.rows, self.out / "gradebook.csv")
-        summary = classreport.summarize(outcome.rows)
+        standings = self._standings(outcome)
+        classreport.write_gradebook(outcome.rows, self.out / "gradebook.csv", standings)
+        if standings is not None:
+            self._write_term(outcome.rows, standings)
+        outcome.standings = standings
+        summary = classreport.summarize(outcome.rows, standings)
         graded = {row.key: row.submission for row in outcome.rows}
         outcome.similar = self._similar(outcome, graded)
         classreport.write_atomic(self.out / "similar.csv", _similar_csv(outcome.similar))
@@ -373,7 +380,42 @@ class Batch:
         classreport.write_html(summary, outcome.rows, self.out / "report.html",
                                title=f"{self.exercise}: {self.folder.name}",
                                similar=outcome.similar,
-                               clusters=outcome.clusters, released=self.released, code=self._class_code(outcome))
+                               clusters=outcome.clusters, released=self.released, code=self._class_code(outcome),
+                               standings=standings)
+
+    def _standings(self, outcome: Outcome) -> dict[str, term.Standing] | None:
+        """Each row's grade with the late policy and the adjustments applied, by key; None when
+        the batch has neither (the gradebook is then the grader's alone)."""
+        late = self.course.late if self.course is not None else None
+        if late is None and self.adjustments is None:
+            return None
+        paths = {u.key: u.path for u in outcome.units}
+        chosen = self.adjustments.by_student if self.adjustments is not None else {}
+        return {row.key: term.standing(None if row.status == Status.ERROR.value else row.score, row.max_score,
+                                       submitted=term.submitted_at(self.folder / row.key, paths.get(row.key)),
+                                       late=late, adjustment=chosen.get(row.key))
+                for row in outcome.rows}
+
+    def _write_term(self, rows: list[classreport.Row], standings: dict[str, term.Standing]) -> None:
+        """lms.csv, and the term's lines on the pages of the students it changes something for (and
+        on those that showed some before: an adjustment taken back leaves the page as graded)."""
+        lines, groups = [], {}
+        for row in rows:
+            try:
+                result = GradeResult.from_dict(row.result or {})
+            except (KeyError, ValueError, TypeError):
+                continue
+            by_group = {g.title: g.score for g in result.groups()}
+            groups.update(dict.fromkeys(by_group))
+            lines.append((Path(row.key).stem if not (self.folder / row.key).is_dir() else row.key,
+                          standings[row.key], by_group))
+            said = standings[row.key].lines()
+            page = self.out / row.page_file if row.page_file else None
+            if page is not None and (said or _has_term(page)):
+                pages.write_page(result, page, released=self.released, term=said)
+        classreport.write_atomic(self.out / "lms.csv", term.lms_csv(sorted(lines, key=lambda r: r[0]),
+                                                                   assignment=f"{self.exercise} (final)",
+                                                                   groups=list(groups)))
 
     def _class_code(self, outcome: Outcome) -> reportparts.ClassCode:
         """The graded submissions' code, by shown name, and which have full marks: what the
@@ -406,8 +448,15 @@ def _similar_csv(findings: similarity.Findings) -> str:
     writer = csv.writer(out)
     writer.writerow(similarity.CSV_HEADER)
     for row in similarity.csv_rows(findings):
-        writer.writerow([classreport._guard_formula(row[0]), classreport._guard_formula(row[1]), *row[2:]])
+        writer.writerow([text.spreadsheet_safe(row[0]), text.spreadsheet_safe(row[1]), *row[2:]])
     return out.getvalue()
+
+
+def _has_term(page: Path) -> bool:
+    try:
+        return pages.TERM_MARK in page.read_text(encoding="utf-8")
+    except OSError:
+        return False
 
 
 def _script(path: Path) -> bytes:

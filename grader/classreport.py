@@ -11,7 +11,6 @@ import csv
 import io
 import math
 import os
-import re
 import secrets
 import statistics
 from dataclasses import dataclass
@@ -36,9 +35,6 @@ BINS = 10
 TOP_GROUPS = 10
 MAX_MESSAGE = 500                   # characters of a rejection/error message shown in the HTML
 
-# A formula starts a cell: at the start of the text, or after any character a spreadsheet may split
-# a CSV line at, depending on its locale or the user's choice (comma, semicolon, tab, pipe, ...).
-_FORMULA_CELL = re.compile(r"(^|[,;\t|\r\n])(?=[=+\-@\t\r])")
 _EPS = 1e-9
 
 
@@ -108,6 +104,7 @@ class ClassSummary:
     weakest: tuple[GroupStat, ...]       # at most TOP_GROUPS groups that lost points, worst first
     lookalikes: tuple[tuple[str, ...], ...] = ()  # names (as shown) that read the same as another
     withheld: tuple[GroupStat, ...] = ()  # groups the students' pages leave out (hidden, after the due date)
+    final: bool = False                  # mean, median and histogram are of the final scores (grader.term)
 
     def bin_labels(self) -> list[str]:
         """'0–10', '10–20', ... in points of max_score (in percent when there is no max)."""
@@ -123,38 +120,41 @@ class ClassSummary:
 
 # ------------------------------------------------------------------------------------------ gradebook
 
-def write_gradebook(rows: list[Row], path: str | os.PathLike) -> None:
-    """The gradebook CSV, one line per submission sorted by name, written atomically."""
+def write_gradebook(rows: list[Row], path: str | os.PathLike, standings: dict | None = None) -> None:
+    """The gradebook CSV, one line per submission sorted by name, written atomically. With
+    `standings` (grader.term.Standing by the row's key: a course's late policy or an adjustments
+    file), the term's columns follow (grader.term.GRADEBOOK_COLUMNS); `score` stays the grader's."""
+    from grader import term
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(GRADEBOOK_HEADER)
+    writer.writerow(GRADEBOOK_HEADER + (term.GRADEBOOK_COLUMNS if standings is not None else ()))
     for row in sorted(rows, key=lambda r: r.submission):
+        extra = [] if standings is None else term.gradebook_cells(standings.get(row.key))
+        if extra:
+            extra[-1] = texts.spreadsheet_safe(extra[-1])  # the note, the instructor's own text (numbers stay numbers)
         writer.writerow([
-            _guard_formula(row.submission),
+            texts.spreadsheet_safe(row.submission),
             row.status,
             "" if row.score is None else _num(row.score),
             _num(row.max_score),
             ";".join(dict.fromkeys(row.bug_ids)),
             f"{row.duration_s:.1f}",
-            _guard_formula("; ".join(row.bug_titles().values())),
+            texts.spreadsheet_safe("; ".join(row.bug_titles().values())),
             row.cluster,
+            *extra,
         ])
     write_atomic(path, out.getvalue())
 
 
-def _guard_formula(text: str) -> str:
-    """Every place a spreadsheet could start a formula gets an apostrophe: at the start, and after
-    each separator a locale may split at (`x;=1+1;.py` read with `;` becomes `x`, `'=1+1`, `.py`)."""
-    return _FORMULA_CELL.sub(lambda m: m.group(1) + "'", text)
-
-
 # -------------------------------------------------------------------------------------------- summary
 
-def summarize(rows: list[Row]) -> ClassSummary:
-    """Counts, score statistics, histogram, bug counts and weakest test groups of a batch."""
+def summarize(rows: list[Row], standings: dict | None = None) -> ClassSummary:
+    """Counts, score statistics, histogram, bug counts and weakest test groups of a batch. With
+    `standings` (grader.term.Standing by the row's key), the score statistics and the histogram are
+    of the final scores (late penalty and adjustment applied), and the summary says so (`final`)."""
     scored = [r for r in rows if r.status in SCORED]
     errored = [r for r in rows if r.status not in SCORED]
-    scores = [_score(r) for r in scored]
+    scores = [_counted(r, standings) for r in scored]
     groups = _group_stats([r for r in rows if r.status == "graded"])
     return ClassSummary(
         total=len(rows),
@@ -165,11 +165,12 @@ def summarize(rows: list[Row]) -> ClassSummary:
         max_score=max((r.max_score for r in scored), default=0.0),
         mean=statistics.fmean(scores) if scores else None,
         median=statistics.median(scores) if scores else None,
-        histogram=_histogram(scored),
+        histogram=_histogram([(score, r.max_score) for score, r in zip(scores, scored)]),
         bugs=_bug_counts(rows),
         weakest=_weakest_groups(groups),
         lookalikes=_lookalikes(rows),
         withheld=tuple(g for g in groups if g.visibility != "visible"),
+        final=standings is not None,
     )
 
 
@@ -185,13 +186,20 @@ def _score(row: Row) -> float:
     return float(row.score) if row.score is not None else 0.0
 
 
-def _histogram(rows: list[Row]) -> tuple[int, ...]:
-    """Counts per tenth of each row's max score; a full score lands in the last bin."""
+def _counted(row: Row, standings: dict | None) -> float:
+    """The score a scored row counts with in the statistics: the grader's, or with `standings` its
+    final score (a row without a standing, or without a final score, counts as it is graded)."""
+    final = getattr((standings or {}).get(row.key), "final", None)
+    return float(final) if final is not None else _score(row)
+
+
+def _histogram(scores: list[tuple[float, float]]) -> tuple[int, ...]:
+    """Counts per tenth of each (score, max score); a full score (or more, a bonus) lands in the last bin."""
     counts = [0] * BINS
-    for row in rows:
-        if row.max_score <= 0:
+    for score, most in scores:
+        if most <= 0:
             continue
-        index = math.floor(_score(row) * BINS / row.max_score + _EPS)
+        index = math.floor(score * BINS / most + _EPS)
         counts[min(max(index, 0), BINS - 1)] += 1
     return tuple(counts)
 
@@ -267,7 +275,7 @@ h1{font-size:1.6rem;margin:0 0 1rem}h2{font-size:1.2rem;margin:2rem 0 .6rem;bord
 .alert ul{margin:.3rem 0 0}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .5rem;vertical-align:top}
 th{border-bottom:2px solid #ccc}tr+tr td{border-top:1px solid #eee}
-td.num,th.num{text-align:right;white-space:nowrap}
+td.num,th.num{text-align:right;white-space:nowrap}td.wrap{white-space:normal;min-width:9rem}
 .bar{background:#eee;border-radius:3px;width:9rem;height:.8rem;display:inline-block;vertical-align:middle}
 .bar span{display:block;height:100%;border-radius:3px;background:#1565c0}
 .bar.low span{background:#c62828}
@@ -293,40 +301,45 @@ svg text{font:12px system-ui,sans-serif;fill:#333}
 
 
 def write_html(summary: ClassSummary, rows: list[Row], path: str | os.PathLike, *, title: str,
-               similar=(), clusters=(), released: tuple[str, ...] = (), code=None) -> None:
+               similar=(), clusters=(), released: tuple[str, ...] = (), code=None, standings=None) -> None:
     """The self-contained HTML class report, written atomically."""
     write_atomic(path, render_html(summary, rows, title=title, similar=similar, clusters=clusters,
-                                   released=released, code=code))
+                                   released=released, code=code, standings=standings))
 
 
 def render_html(summary: ClassSummary, rows: list[Row], *, title: str, similar=(), clusters=(),
-                released: tuple[str, ...] = (), code=None) -> str:
+                released: tuple[str, ...] = (), code=None, standings=None) -> str:
     """The HTML class report as text: inline CSS and SVG, no script, no external resource.
     `similar`: grader.similarity.Pair of submissions much alike; `clusters`: grader.clusters.Cluster;
     `released`: the visibilities the students' pages show (grader.course); `code`: the submissions'
     code by shown name, with the class's full-marks code for the clusters to be read against
-    (grader.reportparts.ClassCode)."""
+    (grader.reportparts.ClassCode); `standings`: grader.term.Standing by row key, the term's
+    columns of the submissions' table (the summary's statistics say whether they are final scores)."""
     body = [f"<h1>{_e(title)}</h1>"]
     if not rows:
         body.append('<p class="muted">No submissions.</p>')
     else:
         body += [_cards(summary), _errors_alert(summary, rows), _lookalikes_alert(summary),
                  _withheld_note(summary, released),
-                 "<h2>Score distribution</h2>", _histogram_svg(summary),
+                 _distribution_heading(summary), _histogram_svg(summary),
                  _bugs_section(summary), clusters_section(clusters, code), _groups_section(summary),
-                 similar_section(similar), _submissions_section(summary, rows, clusters)]
+                 similar_section(similar), _submissions_section(summary, rows, clusters, standings)]
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{_e(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
             + "\n".join(part for part in body if part) + "\n</body>\n</html>\n")
 
 
+FINAL_BASIS = "final scores: the late policy and the adjustments applied"
+
+
 def _cards(s: ClassSummary) -> str:
     out_of = f" / {_num(s.max_score)}" if s.max_score else ""
+    which = "final score" if s.final else "score"
     cards = [("Submissions", str(s.total), ""), ("Graded", str(s.graded), ""),
              ("Rejected", str(s.rejected), ""), ("Errors", str(s.errors), " bad" if s.errors else ""),
-             ("Mean score", _num(s.mean, 1) + out_of if s.mean is not None else "—", ""),
-             ("Median score", _num(s.median, 1) + out_of if s.median is not None else "—", "")]
+             (f"Mean {which}", _num(s.mean, 1) + out_of if s.mean is not None else "—", ""),
+             (f"Median {which}", _num(s.median, 1) + out_of if s.median is not None else "—", "")]
     return '<div class="cards">' + "".join(
         f'<div class="card{cls}">{label}<b>{value}</b></div>' for label, value, cls in cards) + "</div>"
 
@@ -370,6 +383,14 @@ def _withheld_note(s: ClassSummary, released: tuple[str, ...]) -> str:
 
 def _visibility_badge(visibility: str) -> str:
     return f'<span class="badge vis">{_e(WITHHELD.get(visibility, visibility))}</span>'
+
+
+def _distribution_heading(s: ClassSummary) -> str:
+    """Which scores the cards and the histogram count: the grader's, or the final ones."""
+    if not s.final:
+        return "<h2>Score distribution</h2>"
+    return (f'<h2 id="distribution">Score distribution <span class="muted">({FINAL_BASIS}; '
+            "the grader's scores are in the submissions' table)</span></h2>")
 
 
 def _histogram_svg(s: ClassSummary) -> str:
@@ -427,15 +448,23 @@ def _groups_section(s: ClassSummary) -> str:
     return "".join(out) + "</table>"
 
 
-def _submissions_section(s: ClassSummary, rows: list[Row], clusters=()) -> str:
+TERM_HEADINGS = ("Late days", "Late penalty", "Adjustment", "Final")
+
+
+def _submissions_section(s: ClassSummary, rows: list[Row], clusters=(), standings=None) -> str:
     advice = {b.id for b in s.bugs if b.advice}
     titles = {b.id: b.title for b in s.bugs}
     numbers = {c.id: i for i, c in enumerate(clusters, 1)}
-    out = ["<h2>Submissions</h2>", ('<table><tr><th>Submission</th><th>Status</th>'
-                                    '<th class="num">Score</th><th>Bugs</th><th>Result</th></tr>')]
-    for row in sorted(rows, key=_listing_order):
+    term = "" if standings is None else "".join(f'<th class="num">{h}</th>' for h in TERM_HEADINGS)
+    score_heading = "Grader's score" if term else "Score"
+    out = ["<h2>Submissions</h2>", ('<table id="submissions"><tr><th>Submission</th><th>Status</th>'
+                                    f'<th class="num">{score_heading}</th>{term}<th>Bugs</th><th>Result</th></tr>')]
+    for row in sorted(rows, key=lambda r: _listing_order(r, standings)):
         status = row.status if row.status in SCORED else "error"
         score = "—" if row.status not in SCORED else f"{_num(_score(row))} / {_num(row.max_score)}"
+        if standings is not None:
+            score += "".join(f'</td><td class="num{" wrap" if "<br>" in cell else ""}">{cell}'
+                             for cell in _term_cells(standings.get(row.key)))
         # Titles, as people read them; the id (for a course file or a search) on hover.
         named = [f'<span title="{_e(b)}"' + (' class="muted"' if b in advice else "")
                  + f">{_e(titles.get(b, title))}</span>" for b, title in row.bug_titles().items()
@@ -459,10 +488,24 @@ def _submissions_section(s: ClassSummary, rows: list[Row], clusters=()) -> str:
     return "".join(out) + "</table>"
 
 
-def _listing_order(row: Row) -> tuple:
-    """Errors first, then by score ascending, then by name."""
+def _term_cells(s) -> list[str]:
+    """A grader.term.Standing's cells of the submissions' table: days late, the penalty, the
+    adjustment (its note under it, escaped), the final score ('—' where there is none)."""
+    if s is None or s.final is None:
+        return ["—"] * len(TERM_HEADINGS)
+    adjustment = f"{'+' if s.adjustment > 0 else '−'}{_num(abs(s.adjustment))}" if s.adjustment else "0"
+    if s.extension_days:
+        adjustment += f'<br><span class="muted">extension {_num(s.extension_days)} d</span>'
+    if s.note:
+        adjustment += f'<br><span class="muted">{_e(s.note)}</span>'
+    penalty = f"−{_num(s.penalty)}" if s.penalty else "0"
+    return [str(s.late_days), penalty, adjustment, f"<b>{_num(s.final)} / {_num(s.max_score)}</b>"]
+
+
+def _listing_order(row: Row, standings=None) -> tuple:
+    """Errors first, then by the score the summary counts (ascending), then by name."""
     scored = row.status in SCORED
-    return (scored, _score(row) if scored else 0.0, row.submission)
+    return (scored, _counted(row, standings) if scored else 0.0, row.submission)
 
 
 def _message(row: Row) -> str:
@@ -502,7 +545,8 @@ def print_summary(summary: ClassSummary, console: Console, *, clusters=(), simil
                           f"{s.rejected} rejected, {s.errors} error{'s' if s.errors != 1 else ''}")
     if s.mean is not None and s.median is not None:
         grid.add_row("Score", f"mean {_num(s.mean, 1)}, median {_num(s.median, 1)} "
-                              f"of {_num(s.max_score)} (graded and rejected)")
+                              f"of {_num(s.max_score)} (graded and rejected"
+                              + (f"; {FINAL_BASIS})" if s.final else ")"))
         grid.add_row("Histogram", Text.assemble("0 ▕", (spark(s.histogram), "cyan"),
                                                 f"▏ {_num(s.max_score or 100)}   ",
                                                 (" ".join(map(str, s.histogram)), "dim")))

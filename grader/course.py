@@ -10,6 +10,11 @@ and names for clusters of mistakes outside the catalog, without touching the exe
     [advice.some_advice_id]             # a finding that is advice by default
     points = 2
     released = ["after_due_date"]       # what the students' pages show besides the visible groups
+    [late]                              # a late policy (grader.term applies it in `grade batch`)
+    due = 2026-12-01T23:59:00+01:00     # a TOML date-time with its offset (or Z)
+    per_day = 10                        # percent of full marks off per day late, or part of a day
+    cap = 50                            # percent off at most
+    grace_minutes = 15                  # this late is on time
     [clusters.c1a2b3c4d5e]             # an id from the class report's clusters
     title = "The output is halved"
     fix = "Return self.proj(y) as it is."
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import datetime
 import functools
 import hashlib
 import importlib
@@ -37,7 +43,9 @@ from grader.errors import GraderError
 from grader.result import Bug, TestResult, TestStatus, Visibility
 
 VISIBILITIES = tuple(v.value for v in Visibility)
-TOP_KEYS = ("time_limit_s", "released", "groups", "advice", "clusters")
+TOP_KEYS = ("time_limit_s", "released", "groups", "advice", "clusters", "late")
+LATE_KEYS = ("due", "per_day", "cap", "grace_minutes")
+MAX_GRACE_MINUTES = 7 * 24 * 60     # a week: more is no grace period but another due date
 # What `released` may hold: the visibilities whose groups the students' feedback pages show (until
 # then the pages leave them out and say how many points are not shown yet).
 RELEASABLE = (Visibility.AFTER_DUE_DATE.value, Visibility.HIDDEN.value)
@@ -89,6 +97,15 @@ class ClusterName:
 
 
 @dataclass(frozen=True)
+class LatePolicy:
+    """When the work is due and what lateness costs, in percent of full marks."""
+    due: datetime.datetime       # aware
+    per_day: float = 0.0         # percent off per day late (a part of a day counts as a day)
+    cap: float = 100.0           # percent off at most
+    grace_s: float = 0.0         # this late after the due date (and any extension) is on time
+
+
+@dataclass(frozen=True)
 class Course:
     name: str                                    # the file as given on the command line
     sha256: str
@@ -98,6 +115,7 @@ class Course:
     advice: dict[str, float] = field(default_factory=dict)        # advice id -> the points it costs
     clusters: tuple[ClusterName, ...] = ()
     released: tuple[str, ...] = ()                                # visibilities the students' pages show
+    late: LatePolicy | None = None                                # applied to a batch's gradebook (grader.term)
 
     def environment(self) -> dict:
         return {"course": {"path": self.name, "sha256": self.sha256}}
@@ -168,20 +186,27 @@ class Course:
 
 def load(path: Path, exercise) -> Course:
     """Read and check a course file against the exercise; raises CourseError naming key and line."""
+    doc, text, sha256 = read_toml(path, "course file", CourseError)
+    return _parse(doc, text, str(path), sha256, exercise)
+
+
+def read_toml(path: Path, what: str, error: type[Exception]) -> tuple[dict, str, str]:
+    """An instructor's TOML file (`what` names it in errors, raised as `error`): its document, its
+    text (for the line of a key) and the sha256 of its bytes."""
     try:
         data = path.read_bytes()
     except OSError as err:
-        raise CourseError(f"cannot read the course file {path}: {err.strerror or err}") from err
+        raise error(f"cannot read the {what} {path}: {err.strerror or err}") from err
     text = data.decode("utf-8-sig", errors="replace")  # a BOM (Windows editors write one) is no TOML
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise CourseError(f"{path}: not valid TOML: {err}") from err
-    return _parse(doc, text, str(path), hashlib.sha256(data).hexdigest(), exercise)
+        raise error(f"{path}: not valid TOML: {err}") from err
+    return doc, text, hashlib.sha256(data).hexdigest()
 
 
 def _parse(doc: dict, text: str, name: str, sha256: str, exercise) -> Course:
-    where = _Locator(text, name)
+    where = Locator(text, name)
     groups = test_groups(exercise)
     advice_ids = advice_findings(exercise)
     _only(doc, TOP_KEYS, (), where)
@@ -230,16 +255,43 @@ def _parse(doc: dict, text: str, name: str, sha256: str, exercise) -> Course:
                                     title=settings["title"].strip(), fix=settings["fix"].strip(),
                                     explanation=settings.get("explanation", "").strip()))
     course = Course(name=name, sha256=sha256, time_limit_s=limit, points=points, visibility=visibility,
-                    advice=advice, clusters=tuple(clusters), released=tuple(dict.fromkeys(released)))
+                    advice=advice, clusters=tuple(clusters), released=tuple(dict.fromkeys(released)),
+                    late=_late(doc, where))
     if points and course.max_score(exercise) <= 0:
         raise where.error(("groups",), "the test groups' points add up to 0: every grade would be 0 / 0; give "
                                        "at least one group points")
     return course
 
 
+def _late(doc: dict, where: Locator) -> LatePolicy | None:
+    """The [late] table: a due date with its offset and numbers each within its range."""
+    if "late" not in doc:
+        return None
+    table = doc["late"]
+    if not isinstance(table, dict):
+        raise where.error(("late",), "late must be a table: [late] with due = 2026-12-01T23:59:00+01:00")
+    _only(table, LATE_KEYS, ("late",), where)
+    due = table.get("due")
+    if not isinstance(due, datetime.datetime) or due.tzinfo is None:
+        raise where.error(("late", "due") if "due" in table else ("late",),
+                          "[late] due must be a date and time with its offset, e.g. 2026-12-01T23:59:00+01:00 or "
+                          f"...T22:59:00Z (got {due!r})")
+    numbers = {}
+    for key, low, high, default in (("per_day", 0, 100, 0.0), ("cap", 0, 100, 100.0),
+                                    ("grace_minutes", 0, MAX_GRACE_MINUTES, 0.0)):
+        if key not in table:
+            numbers[key] = default
+            continue
+        try:
+            numbers[key] = check_number(table[key], low=low, high=high, what=f"[late] {key}")
+        except ValueError as err:
+            raise where.error(("late", key), str(err)) from None
+    return LatePolicy(due=due, per_day=numbers["per_day"], cap=numbers["cap"], grace_s=numbers["grace_minutes"] * 60)
+
+
 def _line_of(course: Course, cluster: ClusterName) -> str:
     try:
-        line = _Locator(Path(course.name).read_text(encoding="utf-8-sig"), course.name).line(("clusters", cluster.id))
+        line = Locator(Path(course.name).read_text(encoding="utf-8-sig"), course.name).line(("clusters", cluster.id))
     except (OSError, UnicodeDecodeError):
         line = None
     return f" line {line}" if line else ""
@@ -249,14 +301,14 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _points(value, key: tuple[str, ...], where: _Locator) -> float:
+def _points(value, key: tuple[str, ...], where: Locator) -> float:
     try:
         return check_number(value, low=0, high=MAX_POINTS, what=f"[{'.'.join(key[:-1])}] points")
     except ValueError as err:
         raise where.error(key, str(err)) from None
 
 
-def _entries(doc: dict, name: str, allowed: tuple[str, ...], where: _Locator, known=None, unknown: str = ""):
+def _entries(doc: dict, name: str, allowed: tuple[str, ...], where: Locator, known=None, unknown: str = ""):
     """(NAME, settings) of each [name.NAME] table, NAME among `known` (when given), its keys among `allowed`."""
     value = doc.get(name, {})
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
@@ -268,14 +320,14 @@ def _entries(doc: dict, name: str, allowed: tuple[str, ...], where: _Locator, kn
         yield key, settings
 
 
-def _only(table: dict, allowed: tuple[str, ...], at: tuple[str, ...], where: _Locator) -> None:
+def _only(table: dict, allowed: tuple[str, ...], at: tuple[str, ...], where: Locator) -> None:
     for key in table:
         if key not in allowed:
             place = f" in [{'.'.join(at)}]" if at else ""
             raise where.error((*at, key), f"unknown key {key!r}{place}; known: {', '.join(allowed)}")
 
 
-class _Locator:
+class Locator:
     """Finds the line of a key in the course file's text: tomllib gives values, not lines."""
     _HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]")
     _KEY = re.compile(r"^\s*([A-Za-z0-9_.\-\"' ]+?)\s*=")
@@ -304,8 +356,12 @@ class _Locator:
         return None
 
 
+_KEY_PART = re.compile(r"\s*(?:\"[^\"]*\"|'[^']*'|[^.\"']+)\s*")
+
+
 def _split(dotted: str) -> tuple[str, ...]:
-    return tuple(part.strip().strip("\"'") for part in dotted.split("."))
+    """A dotted TOML key's parts; a quoted part keeps its dots ("alice.py")."""
+    return tuple(part.strip().strip("\"'") for part in _KEY_PART.findall(dotted) if part.strip())
 
 
 # --- what an exercise declares --------------------------------------------------------------------

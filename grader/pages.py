@@ -1,5 +1,8 @@
 """A student's feedback page: the text `grade FILE` prints on the terminal, colours included, as a
-self-contained HTML file (no script, no external resource), for the class report to link to.
+self-contained HTML file (no script, no external resource), for the class report to link to. The
+page is the student's: it links to nothing of the instructor's (the full result JSON, the class
+report), and shows the term's book-keeping for that student (grader.term: a late penalty, the
+instructor's adjustment and note) under the feedback.
 
 Rich renders the same renderable the terminal shows (grader.render.build) and escapes every
 character of it, so a file name or an error message with `<script>` in it is shown, never run.
@@ -9,7 +12,6 @@ from __future__ import annotations
 import html
 import io
 import os
-from urllib.parse import quote
 
 from rich.console import Console
 from rich.terminal_theme import DEFAULT_TERMINAL_THEME
@@ -18,6 +20,7 @@ from grader import render
 from grader.result import GradeResult
 
 WIDTH = 100
+TERM_MARK = '<section id="term">'   # where the term's lines begin (grader.term)
 
 # Braces doubled: Rich fills {code}, {stylesheet}, {foreground} and {background} in.
 _PAGE = """<!DOCTYPE html>
@@ -28,30 +31,35 @@ _PAGE = """<!DOCTYPE html>
 <title>{title}</title>
 <style>
 body{{{{margin:2rem auto;max-width:1100px;padding:0 1rem;font:15px/1.45 system-ui,sans-serif;color:#1f2328}}}}
-nav{{{{margin-bottom:1rem}}}} nav a{{{{margin-right:1.2rem}}}}
 pre{{{{background:{{background}};color:{{foreground}};padding:1rem;border-radius:6px;overflow-x:auto;
 font:13px/1.35 'DejaVu Sans Mono',Menlo,consolas,monospace}}}}
 {{stylesheet}}
 </style>
 </head>
 <body>
-<nav><a href="../report.html">class report</a><a href="{result_file}">result JSON</a></nav>
 <pre><code>{{code}}</code></pre>
-</body>
+{term}</body>
 </html>
 """
 
 
-def render_page(result: GradeResult, *, result_file: str, released: tuple[str, ...] = ()) -> str:
-    """The page as text; `result_file`: the raw result JSON's address relative to the page. The page
-    is the student's: it shows what they may see now (GradeResult.visible_part), the groups of
-    `released` visibilities included (grader.course)."""
+def render_page(result: GradeResult, *, released: tuple[str, ...] = (), term: tuple[str, ...] = ()) -> str:
+    """The page as text. It shows what the student may see now (GradeResult.visible_part), the
+    groups of `released` visibilities included (grader.course), then `term`: lines of the term's
+    book-keeping (grader.term.Standing.lines), escaped here."""
     console = Console(record=True, file=io.StringIO(), width=WIDTH, color_system="truecolor",
                       force_terminal=True, highlight=False, emoji=False)
     console.print(render.build(result.visible_part(released)))
     page = _PAGE.format(title=_braces(html.escape(f"{result.exercise} · {result.submission_name}")),
-                        result_file=_braces(html.escape(quote(result_file.replace(os.sep, "/")), quote=True)))
+                        term=_braces(_term_block(term)))
     return console.export_html(theme=_LIGHT, code_format=page, inline_styles=True)
+
+
+def _term_block(lines: tuple[str, ...]) -> str:
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f'{TERM_MARK}<h2>Your grade this term</h2><ul>{items}</ul></section>\n'
 
 
 def _braces(text: str) -> str:
@@ -59,9 +67,10 @@ def _braces(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def write_page(result: GradeResult, path: os.PathLike, *, result_file: str, released: tuple[str, ...] = ()) -> None:
+def write_page(result: GradeResult, path: os.PathLike, *, released: tuple[str, ...] = (),
+               term: tuple[str, ...] = ()) -> None:
     from grader.classreport import write_atomic
-    write_atomic(path, render_page(result, result_file=result_file, released=released))
+    write_atomic(path, render_page(result, released=released, term=term))
 
 
 # The terminal's colours on a light page (Rich's default theme is a dark terminal's).

@@ -145,3 +145,13 @@ def names(raws: Iterable[str]) -> dict[str, str]:
     raws = list(raws)
     alike = {raw for group in lookalikes(raws) for raw in group}
     return {raw: name(raw, lookalike=raw in alike) for raw in raws}
+
+
+_FORMULA_CELL = re.compile(r"(^|[,;\t|\r\n])(?=[=+\-@\t\r])")
+
+
+def spreadsheet_safe(value: str) -> str:
+    """A CSV cell no spreadsheet runs as a formula: an apostrophe wherever one could start, at the
+    start and after each separator a locale may split at (`x;=1+1;.py` read with `;` becomes `x`,
+    `'=1+1`, `.py`)."""
+    return _FORMULA_CELL.sub(lambda m: m.group(1) + "'", value)

@@ -142,6 +142,15 @@ INVALID = [
     ("[advice.mask_device_mismatch]\npoints = 1e9\n", "points", 2),
     ("[clusters.cb3bf74079]\ntitle = \"x\"\nfix = \"y\"\n", "cb3bf74079", 1),
     ("[clusters.mine]\nmatch = \"C0123456789\"\ntitle = \"x\"\nfix = \"y\"\n", "match", 2),
+    # the late policy: a due date with its offset, each number finite and in its range
+    ("[late]\ndue = 2026-12-01T23:59:00\n", "due", 2),
+    ("[late]\ndue = \"tomorrow\"\n", "due", 2),
+    ("[late]\nper_day = 10\n", "due", 1),
+    ("[late]\ndue = 2026-12-01T23:59:00Z\nper_day = inf\n", "per_day", 3),
+    ("[late]\ndue = 2026-12-01T23:59:00Z\ncap = 150\n", "cap", 3),
+    ("[late]\ndue = 2026-12-01T23:59:00Z\ngrace_minutes = -1\n", "grace_minutes", 3),
+    ("[late]\ndue = 2026-12-01T23:59:00Z\ngrace_minutes = nan\n", "grace_minutes", 3),
+    ("[late]\ndue = 2026-12-01T23:59:00Z\npenalty = 5\n", "penalty", 3),
 ]
 
 
@@ -444,23 +453,27 @@ def test_grade_file_under_a_course(tmp_path):
 
 def test_the_platforms_take_the_course_visibility_and_points(tmp_path):
     course = tmp_path / "course.toml"
-    course.write_text(PLATFORM_COURSE)
+    # Gradescope's metadata says the upload came 1 day and 1 minute late: 2 started days, 20% of 110 off
+    course.write_text(PLATFORM_COURSE + "[late]\ndue = 2026-11-30T12:00:00Z\nper_day = 10\n")
     for platform, upload in (("gradescope", "submission"), ("prairielearn", "student")):
         root = tmp_path / platform
         (root / upload).mkdir(parents=True)
         shutil.copy(EXAMPLES / "correct.py", root / upload / "attention.py")
+        (root / "submission_metadata.json").write_text('{"created_at": "2026-12-01T12:01:00.000000+00:00"}')
         proc = subprocess.run([sys.executable, "-m", "grader", "platform", platform, "--root", str(root),
                                "--course", str(course)], capture_output=True, text=True, timeout=300, env=ENV)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         results = json.loads((root / "results" / "results.json").read_text())
         if platform == "gradescope":
-            assert results["score"] == 110
+            assert sum(t["score"] for t in results["tests"]) == pytest.approx(110)
+            assert results["score"] == 88 and results["output"].startswith("Submitted 2 day(s) late: 22 points off")
             params = [t for t in results["tests"] if "parameters" in t["name"]]
             assert params and all(t["visibility"] == "after_due_date" for t in params)
             assert round(sum(t["max_score"] for t in results["tests"] if "nn.MultiheadAttention with your" in t["name"]),
                          6) == 40
-        else:
+        else:   # PrairieLearn's job carries no submission time: the policy is not applied, and it says so
             assert results["score"] == 1.0
+            assert "The course's [late] is not applied on prairielearn" in proc.stdout, proc.stdout
             held = [t for t in results["tests"] if t["name"] == "Tests not shown"]
             assert held and held[0]["max_points"] == 10
             assert not [t for t in results["tests"] if "parameters" in t["name"]]

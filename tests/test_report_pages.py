@@ -6,10 +6,13 @@ itself. Through the real CLI on a small class graded once, rescored under course
 sandbox; looked at in headless Chromium, the screenshots kept in the test's tmp dir."""
 from __future__ import annotations
 
+import csv
 import html
 import json
+import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -294,3 +297,225 @@ def test_the_services_page_leaves_out_what_students_do_not_see_yet():
     shown = text_of(service_page.feedback(_result_with_hidden_test()))
     assert "Shape" in shown and "Values" not in shown and "Scores scaled wrongly" not in shown, shown
     assert "Score on the tests shown 40 / 40" in shown and "1 more test group, worth 60 points, is not shown yet" in shown
+
+
+# --- the term: late policy, adjustments, the LMS export ---------------------------------------------
+
+LATE = """\
+[late]
+due = 2026-11-30T12:00:00Z
+per_day = 10
+cap = 25
+grace_minutes = 60
+"""
+DUE = 1796040000  # 2026-11-30T12:00:00Z
+LATE_STUDENT, GRACED, EXTENDED = FULL          # full marks all three
+ADJUSTMENTS = f"""\
+["{EXTENDED}"]
+points = 2
+note = "Bonus: the write-up"
+extension_days = 3
+
+["{SCALE}"]
+points = -5
+note = "=HYPERLINK(\\"x\\") copied <script>alert(1)</script> the docstring"
+"""
+
+
+def term_run(graded, name: str, course: str, adjustments: str | None, *, source: str = "out") -> BatchRun:
+    """The stored class rescored under `course` and `adjustments`, in a copy of the class whose files
+    were made (mtime) 2.5 days, 30 minutes and 2 days after the due date, the others on time."""
+    root, _ = graded
+    folder = root / f"{name}-class"
+    if not folder.exists():
+        shutil.copytree(root / "class", folder)
+        for entry in folder.iterdir():
+            os.utime(entry, (DUE - 3600, DUE - 3600))
+        for entry, late_s in ((LATE_STUDENT, 2.5 * 86400), (GRACED, 1800), (EXTENDED, 2 * 86400)):
+            os.utime(folder / entry, (DUE + late_s, DUE + late_s))
+    (root / f"{name}.toml").write_text(course)
+    extra = ["--course", str(root / f"{name}.toml")]
+    if adjustments is not None:
+        (root / f"{name}-adjustments.toml").write_text(adjustments)
+        extra += ["--adjustments", str(root / f"{name}-adjustments.toml")]
+    if not (root / name).exists():
+        shutil.copytree(root / source, root / name)
+    run = batch_without_sandbox(folder, root / name, *extra)
+    assert run.exit_code == 0, run.output
+    return run
+
+
+@pytest.fixture(scope="module")
+def termed(graded):
+    return term_run(graded, "term", LATE, ADJUSTMENTS)
+
+
+def test_the_gradebook_shows_the_late_penalty_the_adjustment_and_the_final_score(graded, termed):
+    _, first = graded
+    book = termed.gradebook()
+    late = book[LATE_STUDENT]
+    assert (late["score"], late["late_days"], late["late_penalty"], late["final"]) == ("100", "3", "25", "75")
+    assert late["submitted_at"] == "2026-12-03T00:00:00Z"
+    assert (book[GRACED]["late_days"], book[GRACED]["final"]) == ("0", "100")           # within the grace
+    extended = book[EXTENDED]
+    assert (extended["late_days"], extended["adjustment"], extended["final"]) == ("0", "2", "102")
+    assert extended["note"] == "Bonus: the write-up"
+    scale = book[SCALE]
+    raw = float(first.gradebook()[SCALE]["score"])
+    assert scale["score"] == first.gradebook()[SCALE]["score"]
+    assert float(scale["final"]) == pytest.approx(raw - 5, abs=0.01)
+    assert scale["note"].startswith("'=")                                  # no formula for a spreadsheet
+    assert termed.result(LATE_STUDENT)["score"] == 100                    # the result JSON is the grader's
+    assert "lms.csv" in termed.output
+
+
+def test_the_students_page_shows_what_the_term_changed_and_only_there(termed):
+    late = page(termed, LATE_STUDENT)
+    assert "Submitted 3 day(s) late: 25 points off." in late and "Final score: 75 / 100" in late
+    extended = page(termed, EXTENDED)
+    assert "Extension: 3 day(s)." in extended and "Adjusted by your instructor: +2 points." in extended
+    assert "Note: Bonus: the write-up" in extended and "Final score: 102 / 100" in extended
+    assert "Your grade this term" not in page(termed, GRACED)
+    scale = (termed.out / termed.index()[SCALE]["page_file"]).read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in scale and "<script" not in scale   # shown, never run
+    for name in termed.index():   # the student's page links to nothing of the instructor's
+        raw = (termed.out / termed.index()[name]["page_file"]).read_text()
+        assert "report.html" not in raw and ".json" not in raw and "<a " not in raw, name
+
+
+def test_the_lms_export_has_canvas_columns_the_final_score_and_each_groups_points(termed):
+    with open(termed.out / "lms.csv", newline="") as f:
+        table = list(csv.reader(f))
+    header = table[0]
+    assert header[:6] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "causal-self-attention (final)"]
+    rows = {line[0]: dict(zip(header, line)) for line in table[1:]}
+    assert len(rows) == len(termed.index())
+    late = rows[Path(LATE_STUDENT).stem]
+    assert late["SIS User ID"] == Path(LATE_STUDENT).stem and late["causal-self-attention (final)"] == "75"
+    groups = header[6:]
+    assert len(groups) >= 5 and "With right padding, every position matches nn.MultiheadAttention" in groups
+    assert sum(float(late[g]) for g in groups) == pytest.approx(100)        # the raw points, group by group
+    scale = rows[Path(SCALE).stem]
+    assert sum(float(scale[g]) for g in groups) == pytest.approx(float(termed.gradebook()[SCALE]["score"]), abs=0.02)
+
+
+def test_a_rescore_keeps_the_adjustments_and_taking_one_back_clears_the_page(graded, termed):
+    reweighted = term_run(graded, "term", LATE + "[groups.test_autograd_sees_no_future]\npoints = 20\n", ADJUSTMENTS)
+    assert "rescored" in reweighted.output
+    book = reweighted.gradebook()
+    assert book[EXTENDED]["final"] == "110" and book[EXTENDED]["note"] == "Bonus: the write-up"   # 108 + 2
+    assert "Final score: 110 / 108" in page(reweighted, EXTENDED)
+    taken_back = term_run(graded, "term", LATE, f'["{SCALE}"]\npoints = -5\n')
+    assert taken_back.gradebook()[EXTENDED]["adjustment"] == "0"
+    extended = page(taken_back, EXTENDED)
+    assert "Adjusted by your instructor" not in extended and "Extension" not in extended
+    assert "Submitted 2 day(s) late: 20 points off." in extended     # no extension any more: 2 days late
+
+
+def test_an_adjustment_for_no_student_of_the_class_is_one_line_naming_the_valid_ones(graded, tmp_path):
+    root, _ = graded
+    adjustments = tmp_path / "adjustments.toml"
+    adjustments.write_text(f'["{SCALE}"]\npoints = 1\n\n["nobody.py"]\npoints = 3\n')
+    run = batch_without_sandbox(root / "class", tmp_path / "out", "--adjustments", str(adjustments))
+    assert run.exit_code == 2 and len(run.output.strip().splitlines()) == 1, run.output
+    assert f"{adjustments} line 4: [\"nobody.py\"] is no submission of this class; its submissions: " in run.output
+    assert all(name in run.output for name in HALF + FULL + [SCALE])
+    for text, key, line in ((f'["{SCALE}"]\npoints = inf\n', "points", 2),
+                            (f'["{SCALE}"]\nextension_days = -1\n', "extension_days", 2),
+                            (f'["{SCALE}"]\n\nbonus = 1\n', "bonus", 3)):
+        adjustments.write_text(text)
+        run = batch_without_sandbox(root / "class", tmp_path / "out", "--adjustments", str(adjustments))
+        assert run.exit_code == 2 and f"{adjustments} line {line}:" in run.output and key in run.output, run.output
+    assert not (tmp_path / "out").exists()          # refused before anything ran
+
+
+def test_test_scores_in_the_json_keep_a_shared_points_digits(coursed):
+    padding = [t["max_score"] for t in coursed.result(FULL[0])["tests"]
+               if t["group"].endswith("::test_padding_matches_multihead_attention")]   # 10 points, shared
+    assert sum(padding) == pytest.approx(10, abs=1e-8), padding                         # 4 digits: off by 1e-4
+    assert [p for p in padding if p != round(p, 4)] and all(p == round(p, 9) for p in padding), padding
+
+
+def test_a_first_run_refuses_a_cluster_id_no_submission_has(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "alice").mkdir()
+    (folder / "alice" / "notes.txt").write_text("no code\n")   # rejected before any sandbox runs
+    course = tmp_path / "course.toml"
+    course.write_text('[clusters.c0000000000]\ntitle = "A typo"\nfix = "..."\n')
+    run = batch_without_sandbox(folder, tmp_path / "out", "--course", str(course))
+    assert run.exit_code == 2, run.output
+    assert f"--course {course} line 1: [clusters.c0000000000] names no cluster of this class; its clusters: none" \
+        in run.output
+
+
+def test_a_page_with_the_terms_lines_in_headless_chromium(termed, tmp_path):
+    """The late student's page as Chromium renders it (screenshot kept in this test's tmp dir)."""
+    target = (termed.out / termed.index()[LATE_STUDENT]["page_file"]).as_uri()
+    proc = _chromium(f"--screenshot={tmp_path / 'page-late.png'}", target, profile=tmp_path / "shot", height=1100)
+    assert (tmp_path / "page-late.png").stat().st_size > 20_000, proc.stderr[-2000:]
+    dom = _chromium("--dump-dom", target, profile=tmp_path / "dom", height=900).stdout
+    term = text_of(dom.split('<section id="term">')[1].split("</section>")[0])
+    assert term == ("Your grade this term Submitted 3 day(s) late: 25 points off. "
+                    "Final score: 75 / 100 (the grader's 100)."), term
+    print(f"\nscreenshot in {tmp_path}")
+
+
+def report_cells(report: str) -> dict[str, list[str]]:
+    """The submissions' table of a report: each row's cells as text, by the submission's name."""
+    table = report.split('<table id="submissions">')[1].split("</table>")[0]
+    rows = [[text_of(cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)]
+    return {row[0]: row for row in rows}
+
+
+def card(report: str, label: str) -> str:
+    return text_of(re.search(rf'<div class="card">{label}<b>(.*?)</b>', report).group(1))
+
+
+@pytest.fixture(scope="module")
+def term_report(graded):
+    """The term's class of `termed` in an output of its own (the tests above rescore `termed`'s again)."""
+    return term_run(graded, "term-report", LATE, ADJUSTMENTS)
+
+
+def test_the_class_report_shows_the_terms_columns_and_counts_the_final_scores(graded, term_report):
+    termed = term_report
+    _, first = graded
+    raw = (first.out / "report.html").read_text()
+    assert "Late penalty" not in raw and "Mean score" in raw and "final scores" not in raw
+    report = (termed.out / "report.html").read_text()
+    cells = report_cells(report)
+    assert cells["Submission"][2:7] == ["Grader's score", "Late days", "Late penalty", "Adjustment", "Final"]
+    assert cells[LATE_STUDENT][2:7] == ["100 / 100", "3", "−25", "0", "75 / 100"]
+    assert cells[GRACED][2:7] == ["100 / 100", "0", "0", "0", "100 / 100"]
+    assert cells[EXTENDED][3:7] == ["0", "0", "+2 extension 3 d Bonus: the write-up", "102 / 100"]
+    book = termed.gradebook()
+    scale = cells[SCALE]
+    assert scale[2] == f"{book[SCALE]['score']} / 100" and scale[5].startswith("−5 ")
+    assert scale[6] == f"{book[SCALE]['final']} / 100"
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in report and "<script" not in report   # the note, escaped
+    # the statistics are of the gradebook's `final`, and the heading and the cards say so
+    finals = [float(row["final"]) for row in book.values()]
+    raws = [float(row["score"]) for row in book.values()]
+    assert statistics.fmean(finals) != pytest.approx(statistics.fmean(raws), abs=0.1)   # the term changes the mean
+    assert card(report, "Mean final score") == f"{statistics.fmean(finals):.1f}".rstrip("0").rstrip(".") + " / 100"
+    assert card(report, "Median final score") == f"{statistics.median(finals):.1f}".rstrip("0").rstrip(".") + " / 100"
+    heading = text_of(re.search(r'<h2 id="distribution">(.*?)</h2>', report).group(1))
+    assert heading.startswith("Score distribution (final scores: the late policy and the adjustments applied"), heading
+    assert "final scores" in summary(termed, "Score"), termed.output
+    # the listing runs by final score: the late student's 75 before the others' 100
+    order = list(cells)[1:]
+    assert order.index(LATE_STUDENT) < order.index(GRACED) and order.index(EXTENDED) == len(order) - 1
+
+
+def test_the_class_report_with_the_terms_columns_in_headless_chromium(term_report, tmp_path):
+    termed = term_report
+    target = (termed.out / "report.html").as_uri()
+    proc = _chromium(f"--screenshot={tmp_path / 'report-term.png'}", target, profile=tmp_path / "shot", height=4000)
+    assert (tmp_path / "report-term.png").stat().st_size > 20_000, proc.stderr[-2000:]
+    dom = _chromium("--dump-dom", target, profile=tmp_path / "dom", height=900).stdout
+    cells = report_cells(dom)
+    assert cells[LATE_STUDENT][2:7] == ["100 / 100", "3", "−25", "0", "75 / 100"], cells[LATE_STUDENT]
+    assert "Mean final score" in dom and "Bonus: the write-up" in dom
+    print(f"\nscreenshot in {tmp_path}")

@@ -11,6 +11,8 @@ import os
 import select
 import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 
@@ -38,7 +40,7 @@ def tokens(folder):
 
 @pytest.fixture(scope="module")
 def server(folder, tokens):
-    s = Server(folder, "--tokens", str(tokens[0]), "--slots", "2")
+    s = Server(folder, "--tokens", str(tokens[0]), "--slots", "2", "--store", str(folder / "requests-store"))
     yield s
     s.stop()
 
@@ -124,6 +126,43 @@ def test_rejected_and_unimportable_submissions_are_results(server, a):
     document = server.grade(a, b"def broken(:\n", "syntax.py")
     assert document["state"] == "done" and document["result"]["status"] == "rejected"
     assert "line 1" in document["result"]["message"]
+
+
+def test_a_regrade_request_from_the_api_and_the_page_is_listed_for_the_instructor(server, a, b, folder):
+    document = server.grade(a, b"def broken(:\n", "regrade_me.py")
+    asks = f"/v1/grades/{document['id']}/regrade-requests"
+    answer = server.client.post(asks, headers=a.headers, json={"reason": "The  colon\nis there <b>really</b>"})
+    assert answer.status_code == 201 and answer.json()["reason"] == "The colon is there <b>really</b>", answer.text
+    assert server.client.post(asks, headers=b.headers, json={"reason": "mine"}).status_code == 404  # another's
+    assert server.client.post(asks, headers=a.headers, json={"reason": "  "}).status_code == 422
+    assert server.client.post(asks, headers=a.headers, json={"reason": "x" * 2001}).status_code == 422
+    assert server.client.post(asks, headers=a.headers, content=b"not json").status_code == 422
+
+    uploaded = server.client.post("/grades", files={"file": ("from_the_page.py", b"def nope(:\n")})
+    assert uploaded.status_code == 303, uploaded.text
+    page_url = uploaded.headers["location"]
+    deadline = time.monotonic() + 300
+    while 'id="regrade"' not in (shown := server.client.get(page_url).text):
+        assert time.monotonic() < deadline, shown
+        time.sleep(0.5)
+    assert "your request is recorded" not in shown
+    sent = server.client.post(f"{page_url}/regrade-request", data={"reason": "My file compiles here"})
+    assert sent.status_code == 303
+    assert "your request is recorded" in server.client.get(page_url).text
+    refused = server.client.post(f"{page_url}/regrade-request", data={"reason": ""})
+    assert refused.status_code == 400 and 'id="request-error"' in refused.text
+
+    store = folder / "requests-store"   # the module's server keeps them there
+    listed = subprocess.run([sys.executable, "-m", "grader", "requests", "--store", str(store), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    requests = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(r["name"], r["reason"], r["status"]) for r in requests] == [
+        ("regrade_me.py", "The colon is there <b>really</b>", "rejected"),
+        ("from_the_page.py", "My file compiles here", "rejected")]
+    table = subprocess.run([sys.executable, "-m", "grader", "requests", "--store", str(store)],
+                           capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert table.returncode == 0 and "regrade_me.py" in table.stdout and "My file compiles here" in table.stdout
 
 
 # --- who may see what -----------------------------------------------------------------------

@@ -4,6 +4,7 @@
                            -> 202 {"id", "state": "queued", "url"}; an upload graded before (same
                            bytes, name, exercise, grader, sandbox, limits) -> 200 with its result
     GET  /v1/grades/{id}   -> {"id", "state": "queued|running|done|failed", "result": ... once finished}
+    POST /v1/grades/{id}/regrade-requests   JSON {"reason"} -> 201 the request, listed by `grade requests`
     GET  /healthz          -> {"status": "ok"}
     GET  /  and /grades/…  the student page (no token; off with --no-page)
 
@@ -33,7 +34,7 @@ from grader import submission as submissions
 from grader.result import GradeResult
 from grader.service import callbacks, engines, page
 from grader.service.limits import BodyLimit, RateLimiter
-from grader.service.store import PAGE_OWNER, Grade, Store, grading_key
+from grader.service.store import PAGE_OWNER, Grade, RequestRefused, Store, grading_key
 from grader.service.tokens import Token, Tokens
 
 # The largest submission the grader takes (a notebook), plus room for the multipart envelope.
@@ -219,7 +220,7 @@ class ApiGuard:
                 return await _answer(send, 429, "too many requests for this token",
                                      [(b"retry-after", str(math.ceil(wait)).encode())])
             scope.setdefault("state", {})["token"] = token
-        elif path == "/grades" and scope.get("method") == "POST":
+        elif scope.get("method") == "POST" and (path == "/grades" or path.endswith("/regrade-request")):
             address = (scope.get("client") or ("?", 0))[0]
             wait = self.page_rate.allow(address)
             if wait:
@@ -299,6 +300,26 @@ def create_app(settings: Settings):
             raise HTTPException(404, "no grade of this token has this id")
         return service.document(grade, await service.state(grade))
 
+    @api.post("/v1/grades/{grade_id}/regrade-requests", tags=["grades"], dependencies=authorized, status_code=201,
+              responses={404: {"description": "no grade of this token has this id"},
+                         422: {"description": "no reason, too long a one, a grade not finished, too many requests"}})
+    async def post_regrade_request(request: Request, grade_id: str):
+        """Ask the instructor to look at a finished grade again: JSON {"reason": "..."}."""
+        grade = service.store.get(grade_id, request.state.token.id)
+        if grade is None:
+            raise HTTPException(404, "no grade of this token has this id")
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("reason"), str):
+            raise HTTPException(422, 'send JSON {"reason": "what should be looked at again"}')
+        try:
+            recorded = service.store.request_regrade(grade, body["reason"])
+        except RequestRefused as err:
+            raise HTTPException(422, str(err)) from err
+        return {"grade_id": recorded.grade_id, "reason": recorded.reason, "created": recorded.created}
+
     if settings.page:
         _page_routes(api, service, settings)
     return ApiGuard(BodyLimit(api, settings.max_body_bytes), settings)
@@ -329,4 +350,19 @@ def _page_routes(api: FastAPI, service: Service, settings: Settings) -> None:
             return html(page.not_found(), 404)
         if not grade.finished:
             return html(page.waiting(name=grade.name, state=await service.state(grade)))
-        return html(page.feedback(GradeResult.from_dict(grade.result)))
+        return html(page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
+                                  requested=any(r.grade_id == grade.id for r in service.store.requests)))
+
+    @api.post("/grades/{grade_id}/regrade-request", include_in_schema=False)
+    async def regrade_request(grade_id: str, reason: str = Form("")):
+        grade = service.store.get(grade_id, PAGE_OWNER)
+        if grade is None:
+            return html(page.not_found(), 404)
+        try:
+            service.store.request_regrade(grade, reason)
+        except RequestRefused as err:
+            if not grade.finished:
+                return html(page.waiting(name=grade.name, state=await service.state(grade)), 400)
+            return html(page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
+                                      request_error=str(err)), 400)
+        return RedirectResponse(f"/grades/{grade.id}", status_code=303)

@@ -59,7 +59,7 @@ class Failure:
     others: str
 
 
-def feedback(result: GradeResult) -> str:
+def feedback(result: GradeResult, *, grade_id: str = "", requested: bool = False, request_error: str = "") -> str:
     """The feedback page of a finished grade: what render.build shows on the terminal, as HTML,
     made of what the student may see (GradeResult.visible_part)."""
     result = result.visible_part()
@@ -73,4 +73,5 @@ def feedback(result: GradeResult) -> str:
     return _env.get_template("feedback.html").render(
         r=result, status=result.status.value, rows=rows, failures=failures,
         score="" if result.score is None else out_of(result.score, result.max_score), max_score=points(result.max_score),
-        sandbox=result.environment.get("sandbox", "?"))
+        sandbox=result.environment.get("sandbox", "?"), grade_id=grade_id, requested=requested,
+        request_error=request_error)

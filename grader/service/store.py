@@ -19,6 +19,8 @@ from pathlib import Path
 from grader import keys
 
 PAGE_OWNER = "page"  # grades uploaded on the student page: no token sees them
+MAX_REASON = 2000    # characters of a regrade request: a paragraph, not an essay
+MAX_REQUESTS = 5     # per grade: a student asks again, not a script a thousand times
 _ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 
@@ -49,6 +51,23 @@ class Grade:
         return self.result is not None
 
 
+@dataclass(frozen=True)
+class RegradeRequest:
+    """A student's request that a grade be looked at again, for the instructor (`grade requests`)."""
+    grade_id: str
+    owner: str                    # the token id, or PAGE_OWNER
+    name: str                     # the upload's file name
+    status: str                   # the result's status and score when asked
+    score: float | None
+    max_score: float
+    reason: str
+    created: float = field(default_factory=time.time)
+
+
+class RequestRefused(ValueError):
+    """A regrade request that cannot be recorded; the message says why (shown to the student)."""
+
+
 class Store:
     """Grades by id and stored results by grading key; `folder` (optional) makes them durable."""
 
@@ -56,8 +75,9 @@ class Store:
         self.folder = folder
         self.grades: dict[str, Grade] = {}
         self.results: dict[str, dict] = {}
+        self.requests: list[RegradeRequest] = []
         if folder is not None:
-            for sub in ("grades", "results"):
+            for sub in ("grades", "results", "requests"):
                 (folder / sub).mkdir(mode=0o700, parents=True, exist_ok=True)  # new: the service's alone
             self._load()
 
@@ -87,6 +107,27 @@ class Store:
     def save(self, grade: Grade) -> None:
         self._write(self.folder / "grades" / f"{grade.id}.json" if self.folder else None, dataclasses.asdict(grade))
 
+    def request_regrade(self, grade: Grade, reason: str) -> RegradeRequest:
+        """Record a request to look at a finished grade again; RequestRefused for an empty or
+        overlong reason, a grade not finished yet, or one asked about MAX_REQUESTS times."""
+        reason = " ".join(str(reason).split())
+        if not reason:
+            raise RequestRefused("say what should be looked at again")
+        if len(reason) > MAX_REASON:
+            raise RequestRefused(f"a request is at most {MAX_REASON} characters (this one has {len(reason)})")
+        if not grade.finished:
+            raise RequestRefused("the grade is not finished yet")
+        if sum(r.grade_id == grade.id for r in self.requests) >= MAX_REQUESTS:
+            raise RequestRefused(f"this grade has {MAX_REQUESTS} requests already")
+        result = grade.result or {}
+        request = RegradeRequest(grade.id, grade.owner, grade.name, str(result.get("status", "")),
+                                 result.get("score"), float(result.get("max_score") or 0), reason)
+        self.requests.append(request)
+        count = sum(r.grade_id == grade.id for r in self.requests)
+        self._write(self.folder / "requests" / f"{grade.id}-{count}.json" if self.folder else None,
+                    dataclasses.asdict(request))
+        return request
+
     def unfinished(self) -> list[Grade]:
         return [g for g in self.grades.values() if not g.finished]
 
@@ -115,3 +156,17 @@ class Store:
                 self.results[path.stem] = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
+        self.requests = load_requests(self.folder)
+
+
+def load_requests(folder: Path) -> list[RegradeRequest]:
+    """The regrade requests a store folder holds, oldest first (an unreadable file is skipped)."""
+    names = {f.name for f in dataclasses.fields(RegradeRequest)}
+    found = []
+    for path in (folder / "requests").glob("*.json"):
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+            found.append(RegradeRequest(**{k: v for k, v in document.items() if k in names}))
+        except (OSError, ValueError, TypeError):
+            continue
+    return sorted(found, key=lambda r: r.created)
