@@ -1,8 +1,9 @@
 """How far the diagnosis and the score can be trusted, over the project's own corpus.
 
-    .venv/bin/python bench/diagnosis_confusion.py [--jobs 2] [--sandbox local]
+    .venv/bin/python bench/diagnosis_confusion.py [--jobs 2] [--sandbox local] [--exercise causal-attention-head]
 
-Grades every file of tests/submissions/correct (no bug), buggy (the first line says
+Grades every file of the exercise's corpus (tests/submissions for causal-self-attention,
+tests/submissions/head for causal-attention-head), folders correct (no bug), buggy (the first line says
 `# bug: <id>[, <id>]`) and unknown (a mistake outside the catalog: `# unknown: ...`) in one
 `grade batch` run, then prints:
 - per catalog id: how many files declare it, precision and recall of its name;
@@ -27,11 +28,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from exercise.causal_attention_head.catalog import CATALOG as HEAD_CATALOG  # noqa: E402
 from exercise.causal_self_attention.catalog import CATALOG  # noqa: E402
 
-CORPUS = ROOT / "tests" / "submissions"
 FOLDERS = ("correct", "buggy", "unknown")
-ADVICE = {bug_id for bug_id, info in CATALOG.items() if info.advice}
+# exercise -> its corpus, its catalog's ids, the ids that are advice (worth no points)
+EXERCISES = {
+    "causal-self-attention": (ROOT / "tests" / "submissions", set(CATALOG),
+                              {bug_id for bug_id, info in CATALOG.items() if info.advice}),
+    "causal-attention-head": (ROOT / "tests" / "submissions" / "head", set(HEAD_CATALOG), set()),
+}
 
 
 def declared(path: Path) -> frozenset[str]:
@@ -43,12 +49,12 @@ def declared(path: Path) -> frozenset[str]:
     return frozenset(i for i in ids if i and i != "trivial")
 
 
-def corpus() -> list[Path]:
-    return [p for folder in FOLDERS for p in sorted((CORPUS / folder).glob("*"))
+def corpus(root: Path) -> list[Path]:
+    return [p for folder in FOLDERS for p in sorted((root / folder).glob("*"))
             if p.suffix in (".py", ".ipynb")]
 
 
-def grade_all(files: list[Path], jobs: int, sandbox: str) -> dict[str, dict]:
+def grade_all(files: list[Path], jobs: int, sandbox: str, exercise: str) -> dict[str, dict]:
     """Every file graded by one `grade batch`; results by the batch's file name."""
     work = Path(tempfile.mkdtemp(prefix="confusion-"))
     try:
@@ -56,7 +62,7 @@ def grade_all(files: list[Path], jobs: int, sandbox: str) -> dict[str, dict]:
         for path in files:
             shutil.copyfile(path, work / "class" / f"{path.parent.name}__{path.name}")
         subprocess.run([sys.executable, "-m", "grader", "batch", str(work / "class"), "--out", str(work / "out"),
-                        "--jobs", str(jobs), "--sandbox", sandbox], check=False, stdout=subprocess.DEVNULL)
+                        "--jobs", str(jobs), "--sandbox", sandbox, "--exercise", exercise], check=False, stdout=subprocess.DEVNULL)
         results = {}
         for result_file in (work / "out" / "results").glob("*.json"):
             result = json.loads(result_file.read_text())
@@ -70,9 +76,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--sandbox", default="local")
+    parser.add_argument("--exercise", default="causal-self-attention", choices=sorted(EXERCISES))
     args = parser.parse_args()
-    files = corpus()
-    results = grade_all(files, args.jobs, args.sandbox)
+    root, ids, advice = EXERCISES[args.exercise]
+    files = corpus(root)
+    results = grade_all(files, args.jobs, args.sandbox, args.exercise)
     per_id = collections.defaultdict(lambda: collections.Counter())   # id -> tp, fp, fn, declared
     wrong, unnamed, advice_extra, below, full, no_note, errors = [], [], [], [], [], [], []
     for path in files:
@@ -89,7 +97,7 @@ def main() -> None:
             if bug_id not in named:
                 unnamed.append(f"{name}: {bug_id} not named (named: {sorted(named) or '-'})")
         for bug_id in named - truth:
-            if bug_id in ADVICE:
+            if bug_id in advice:
                 advice_extra.append(f"{name}: advice {bug_id}")
             else:
                 per_id[bug_id]["fp"] += 1
@@ -99,7 +107,7 @@ def main() -> None:
             below.append(f"{name}: {score:g}")
         # Advice costs nothing by design; so does a mistake whose tests all passed in this grade,
         # which the result then presents as advice (score and feedback agree).
-        advice_here = ADVICE | {b["id"] for b in result["bugs"] if b["advice"]}
+        advice_here = advice | {b["id"] for b in result["bugs"] if b["advice"]}
         advice_only = bool(truth) and truth <= advice_here
         if path.parent.name != "correct" and score >= result["max_score"] and not advice_only:
             full.append(name)
@@ -107,9 +115,9 @@ def main() -> None:
             no_note.append(name)
     counts = collections.Counter(p.parent.name for p in files)
     print(f"corpus: {counts['correct']} correct, {counts['buggy']} buggy (catalog), {counts['unknown']} "
-          f"outside the catalog; graded with `grade batch --sandbox {args.sandbox}`")
+          f"outside the catalog; graded with `grade batch --exercise {args.exercise} --sandbox {args.sandbox}`")
     print(f"\n{'id':<28} {'files':>5} {'precision':>9} {'recall':>7}")
-    for bug_id in sorted(CATALOG):
+    for bug_id in sorted(ids):
         c = per_id[bug_id]
         precision = c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else float("nan")
         recall = c["tp"] / c["declared"] if c["declared"] else float("nan")

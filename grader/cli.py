@@ -1,8 +1,10 @@
 """The `grade` command line. It parses, calls one core function, and renders; nothing more."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -12,10 +14,12 @@ from rich.text import Text
 import exercise as exercises
 import sandbox.registry as registry
 from sandbox.backend import SandboxUnavailable
+from sandbox.phases import process_started
 from grader import __version__, formats, grading, platforms, render, similarity, text
 from grader.course import TIME_LIMIT_S, check_time_limit
 from grader.errors import SubmissionRejected
 from grader.result import GradeResult, Status
+from grader.result import points as readable_points
 
 EXIT_RESULT, EXIT_GRADER_FAILED = 0, 1  # 2 (bad command line) is Click's own
 
@@ -169,9 +173,10 @@ def _check_redis_url(ctx, param, url: str | None) -> str | None:
 @_exercise_option
 @_time_limit_option("Wall-clock limit for the whole grade, {range} (default: the exercise's own).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on the terminal.")
+@click.option("--profile", is_flag=True, help="Also print where the grade's time went, phase by phase.")
 @_course_option
 def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, exercise_name: str,
-              time_limit: float | None, quiet: bool, course_file: Path | None):
+              time_limit: float | None, quiet: bool, profile: bool, course_file: Path | None):
     """Grade one SUBMISSION (.py or .ipynb) and print the feedback."""
     if fmt != "native" and not json_out:
         raise click.BadParameter(f"--format {fmt} describes the --json file: add --json OUT", param_hint="--format")
@@ -191,12 +196,26 @@ def grade_one(submission: Path, json_out: str | None, fmt: str, sandbox: str, ex
     if not quiet:
         for weakness in backend.weaknesses():  # one's own file on one's own laptop: a note, not a refusal
             click.echo(f"Note: the {sandbox} sandbox is weaker here: {weakness}", err=True)
-    result = _grade(submission, exercise_name, sandbox, time_limit, console if not quiet else None, course)
+    result = _with_start(_grade(submission, exercise_name, sandbox, time_limit, console if not quiet else None,
+                                course), time.monotonic())
     if not quiet:
         console.print(render.build(result))
+    if profile:
+        Console(stderr=True, highlight=False).print(render.profile(result))
     if json_out:
         _write(formats.dumps(formats.to_format(result, fmt)), json_out)
     sys.exit(EXIT_GRADER_FAILED if result.status is Status.ERROR else EXIT_RESULT)
+
+
+def _with_start(result: GradeResult, graded_at: float) -> GradeResult:
+    """The result's phases from this process's start: its Python start and imports come first."""
+    started = process_started()
+    if started is None or not result.phases:
+        return result
+    lead = max(0.0, graded_at - max(end for _, _, end in result.phases) - started)
+    phases = (("host: Python start and imports", 0.0, lead),
+              *((name, a + lead, b + lead) for name, a, b in result.phases))
+    return dataclasses.replace(result, phases=phases)
 
 
 def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | None,
@@ -233,10 +252,14 @@ def _grade(path: Path, exercise_name: str, sandbox: str, time_limit: float | Non
                    "in common; every pair found goes to OUT/similar.csv and OUT/similar.json.")
 @click.option("--compare-with", type=click.Path(path_type=Path, exists=True, file_okay=False),
               help="An earlier term's submissions (a folder like FOLDER): pairs with them are shown, they are not graded.")
+@click.option("--adjustments", "adjustments_file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="A TOML file of per-student points (+/-), notes and extension_days, by the submission's name "
+                   "in FOLDER: applied to gradebook.csv, the pages and OUT/lms.csv on every run, never to a result.")
 @_weak_sandbox_option
 def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name: str, force: bool, cold: bool,
                 time_limit: float | None, queue_url: str | None, secret_file: Path | None, course_file: Path | None,
-                template: Path | None, similar_threshold: float, compare_with: Path | None, allow_weak_sandbox: bool):
+                template: Path | None, similar_threshold: float, compare_with: Path | None,
+                adjustments_file: Path | None, allow_weak_sandbox: bool):
     """Grade every submission in FOLDER: each .py or .ipynb in it, and each sub-folder (a folder per
     student, where the file that defines the exercise's class is graded).
 
@@ -281,16 +304,20 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     units = batches.discover(folder, exercise_name)
     if not units:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
+    adjustments = None
+    if adjustments_file is not None:
+        from grader import term
+        try:
+            adjustments = term.load_adjustments(adjustments_file, [u.key for u in units])
+        except term.AdjustmentsError as err:
+            raise BadInput(f"--adjustments {err}") from err
     job = batches.Batch(folder, out, exercise=exercise_name, sandbox=sandbox, jobs=jobs, warm=not cold,
                         force=force, wall_s=time_limit, queue=queue_url, course=course, template=template,
-                        similar_threshold=similar_threshold, compare_with=compare_with)
-    known = job.stored_clusters() if course is not None and course.clusters else None
+                        similar_threshold=similar_threshold, compare_with=compare_with, adjustments=adjustments)
+    names_clusters = course is not None and bool(course.clusters)
+    known = job.stored_clusters() if names_clusters else None
     if known is not None:  # the clusters of the class graded before: a course names only those
-        from grader.course import CourseError
-        try:
-            course.check_clusters(known)
-        except CourseError as err:
-            raise BadInput(f"--course {err}") from err
+        _check_clusters(course, known)
     unreachable: tuple = ()
     if queue_url:
         from grader.queue import QueueUnavailable
@@ -317,15 +344,21 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
         raise click.ClickException(str(err)) from err
     except OSError as err:
         raise click.ClickException(f"cannot write to {out}: {err.strerror or err}") from err
+    if names_clusters and known is None and not outcome.interrupted:
+        # The first run of a class: its clusters are known only now. The grades stay recorded (a
+        # corrected course rescores them without a sandbox), but a name given to no cluster is refused.
+        _check_clusters(course, job.stored_clusters() or set(), after_grading=True)
     if outcome.rescored:
         console.print(f"rescored {len(outcome.rescored):,} from stored runs in {outcome.rescore_s:.1f} s")
-    classreport.print_summary(classreport.summarize(outcome.rows), console, clusters=outcome.clusters,
-                              similar=outcome.similar_pairs, released=job.released)
+    classreport.print_summary(classreport.summarize(outcome.rows, outcome.standings), console,
+                              clusters=outcome.clusters, similar=outcome.similar_pairs, released=job.released)
     starts = (f" · {outcome.sandbox_starts} warm sandbox{'es' if outcome.sandbox_starts != 1 else ''} started"
               if not cold and not queue_url and outcome.graded_now else " · by the queue's workers" if queue_url else "")
     console.print(f"graded {len(outcome.graded_now)}, kept {len(outcome.kept)} · {outcome.duration_s:.1f} s"
                   f"{starts}", soft_wrap=True)
-    console.print(f"wrote {out / 'gradebook.csv'} and {out / 'report.html'}", soft_wrap=True)
+    lms = f", {out / 'lms.csv'}" if (out / "lms.csv").is_file() and (adjustments is not None or
+                                                                   (course is not None and course.late)) else ""
+    console.print(f"wrote {out / 'gradebook.csv'}{lms} and {out / 'report.html'}", soft_wrap=True)
     if outcome.similar is not None:
         _similar_notice(outcome.similar, out, console)
     missing = len(outcome.units) - len(outcome.rows)  # no result under the current key
@@ -336,6 +369,17 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     if outcome.failure:
         raise click.ClickException(f"{outcome.failure}; the results recorded before are kept")
     sys.exit(EXIT_GRADER_FAILED if outcome.errors or missing else EXIT_RESULT)
+
+
+def _check_clusters(course, known: set[str], *, after_grading: bool = False) -> None:
+    """A course's [clusters.ID] must name a cluster of the class (`known`); else exit 2, the valid ids listed."""
+    from grader.course import CourseError
+    try:
+        course.check_clusters(known)
+    except CourseError as err:
+        kept = (" (the grades are recorded: fix the id and run again to rescore them, no sandbox)"
+                if after_grading else "")
+        raise BadInput(f"--course {err}{kept}") from err
 
 
 def _similar_threshold(value: str) -> float:
@@ -432,12 +476,39 @@ def _platform_run(platform: platforms.Platform, root: Path, sandbox: str, exerci
         result = _grade(path, exercise_name, sandbox, None, console, course)  # an unusable sandbox: an error result
     console.print(render.build(result))
     target = root / platform.results_file
+    document = formats.to_format(result, platform.format)
+    if platform is platforms.GRADESCOPE and course is not None and course.late is not None:
+        _late_on_gradescope(document, result, root, course.late, console)
+    elif course is not None and course.late is not None:
+        # PrairieLearn's grading job (/grade/data/data.json, the files in /grade/student) carries no
+        # submission time: the files are written when the job is built. Said, for the instructor.
+        console.print(f"The course's [late] is not applied on {platform.name}: its grading job says nothing of "
+                      "when the student submitted (set the credit by date in the assessment's access rules).",
+                      markup=False)
     try:
-        platforms.write_results(target, formats.dumps(formats.to_format(result, platform.format)))
+        platforms.write_results(target, formats.dumps(document))
     except OSError as err:
         raise click.FileError(str(target), err.strerror) from err
     console.print(f"wrote {target}")
     sys.exit(EXIT_GRADER_FAILED if result.status is Status.ERROR else EXIT_RESULT)
+
+
+def _late_on_gradescope(document: dict, result: GradeResult, root: Path, late, console: Console) -> None:
+    """The course's late policy on a Gradescope results.json, from the submission's `created_at` in
+    ROOT/submission_metadata.json: the score less the penalty (Gradescope takes `score` over the
+    tests' sum), said in the output. Without the metadata (or a score), nothing changes."""
+    from grader import term
+    if "score" not in document or result.score is None:
+        return
+    standing = term.standing(result.score, result.max_score, submitted=term.platform_time(root), late=late,
+                             adjustment=None)
+    if not standing.late_days:
+        return
+    said = (f"Submitted {standing.late_days} day(s) late: {readable_points(standing.penalty)} points off; "
+            f"score {readable_points(standing.final)} / {readable_points(result.max_score)}.")
+    document["score"] = round(standing.final, 4)
+    document["output"] = f"{said}\n\n{document.get('output', '')}"
+    console.print(said)
 
 
 @main.group("export")
@@ -459,6 +530,39 @@ def export_gradescope(out: Path, exercise_name: str, course_file: Path | None):
     except platforms.ExportError as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"wrote {out} ({files} files): upload it as the assignment's autograder on Gradescope")
+
+
+@main.command("requests")
+@click.option("--store", "store_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), required=True,
+              help="The folder `grade serve --store` keeps its grades in.")
+@click.option("--json", "as_json", is_flag=True, help="Print the requests as JSON lines instead of a table.")
+def list_requests(store_dir: Path, as_json: bool):
+    """The regrade requests students sent (from the student page or POST /v1/grades/ID/regrade-requests),
+    oldest first: when, the file, its score when asked, the grade's id and the reason."""
+    import dataclasses
+    import datetime
+    import json
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    from grader.result import out_of
+    from grader.service.store import load_requests
+    found = load_requests(store_dir)
+    if as_json:
+        for request in found:
+            click.echo(json.dumps(dataclasses.asdict(request)))
+        return
+    console = Console(highlight=False)
+    if not found:
+        console.print(f"no regrade requests in {store_dir}")
+        return
+    table = Table("asked (UTC)", "submission", "score", "grade id", "reason", title="Regrade requests")
+    for r in found:
+        when = datetime.datetime.fromtimestamp(r.created, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+        score = r.status if r.score is None else out_of(float(r.score), r.max_score)
+        table.add_row(when, escape(r.name), score, r.grade_id, escape(r.reason))
+    console.print(table)
 
 
 @main.command("serve")
@@ -483,8 +587,9 @@ def export_gradescope(out: Path, exercise_name: str, course_file: Path | None):
 def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, slots: int, sandbox: str,
           store_dir: Path | None, no_page: bool, rate_limit: float, page_rate_limit: float, secret_file: Path | None,
           allow_weak_sandbox: bool):
-    """The HTTP service: API v1 (POST /v1/grades, GET /v1/grades/ID; OpenAPI at /docs), /healthz,
-    and the student page at / (unless --no-page)."""
+    """The HTTP service: API v1 (POST /v1/grades, GET /v1/grades/ID, POST /v1/grades/ID/regrade-requests;
+    OpenAPI at /docs), /healthz, and the student page at / (unless --no-page). With --store, the
+    regrade requests are kept there too, for `grade requests --store DIR`."""
     import uvicorn
 
     from grader.service import app as service, engines

@@ -9,6 +9,7 @@ from pathlib import Path
 import exercise as exercises
 import sandbox.registry as registry
 from sandbox.backend import Job, Sandbox, SandboxUnavailable
+from sandbox.phases import Clock, plain_spans
 from grader import __version__, keys, render
 from grader import submission as submissions
 from grader.errors import SandboxFailure, SubmissionRejected
@@ -66,14 +67,25 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
         return rejected_result(path, rejected.message, exercise=ex.name, sandbox=sandbox,
                                duration_s=time.monotonic() - started, course=course)
     seed = keys.grade_seed(sub.script, ex.name)  # held here, reaches the harness, never the student's code
-    run = backend.run(Job(ex.job(limits, sub.line_map.to_list(), tuple(hidden), seed=seed), sub.script))
+    clock = Clock()
+    clock.add("host: submission read", started)
+    with clock.span("sandbox"):
+        run = backend.run(Job(ex.job(limits, sub.line_map.to_list(), tuple(hidden), seed=seed), sub.script))
     if run.report is None:
         raise SandboxFailure(run.failure or "the sandbox gave no report", log=run.log_tail)
     try:
-        return rescore(path, run.report, exercise=exercise, sandbox=sandbox,
-                       duration_s=time.monotonic() - started, course=course, submission=sub)
+        scored_from = time.monotonic()
+        result = rescore(path, run.report, exercise=exercise, sandbox=sandbox,
+                         duration_s=scored_from - started, course=course, submission=sub)
     except ReportError as err:
         raise SandboxFailure(f"the harness's report is malformed: {err}", log=run.log_tail) from err
+    clock.add("host: scored and rendered", scored_from)
+    read, box, scored = clock.spans
+    _, within, until = box
+    inside = [[name, min(max(a, within), until), min(max(b, within), until)]  # the clock's ticks are coarse
+              for name, a, b in plain_spans(run.report.get("phases"))]
+    spans = [read, box, *inside, scored]
+    return dataclasses.replace(result, phases=tuple((name, a - started, b - started) for name, a, b in spans))
 
 
 def rescore(path: Path, report: dict, *, exercise: str, sandbox: str, duration_s: float, course=None,

@@ -156,3 +156,20 @@ def plain_text(result: GradeResult, *, width: int = 100) -> str:
     Console(file=buffer, width=width, no_color=True, color_system=None, highlight=False,
             emoji=False).print(build(result))
     return buffer.getvalue()
+
+
+def profile(result: GradeResult) -> Table:
+    """Where the grade's time went (`grade --profile`): each phase, when it started and how long it
+    took, indented under the phase it lies within."""
+    table = Table(title="Where the time went", title_justify="left", box=None, pad_edge=False)
+    table.add_column("Phase")
+    table.add_column("From", justify="right")
+    table.add_column("Took", justify="right")
+    open_spans: list[float] = []  # ends of the spans the current one lies within
+    for name, start, end in sorted(result.phases, key=lambda p: (p[1], -p[2])):
+        while open_spans and start >= open_spans[-1] - 1e-4:
+            open_spans.pop()
+        table.add_row(Text("  " * len(open_spans) + name), f"{start:.2f} s", f"{end - start:.2f} s")
+        open_spans.append(end)
+    table.add_row(Text("total", style="bold"), "", f"{max((p[2] for p in result.phases), default=0.0):.2f} s")
+    return table

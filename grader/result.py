@@ -146,7 +146,8 @@ class TestResult:
 
     def to_dict(self) -> dict:
         return {"id": self.id, "name": self.name, "group": self.group, "status": self.status.value,
-                "score": round(self.score, 4), "max_score": round(self.max_score, 4),
+                # 9 digits: a course's shares (40 / 3) are kept, only float noise (1e-12) is cut
+                "score": round(self.score, 9), "max_score": round(self.max_score, 9),
                 "feedback": self.feedback, "bugs": list(self.bugs), "visibility": self.visibility.value}
 
     @classmethod
@@ -195,6 +196,9 @@ class GradeResult:
     withheld: str = ""           # in a visible part: what is not shown (hidden tests)
     cluster: str = ""            # failed, no mistake named: the id of its behaviour (grader.clusters)
     cluster_evidence: str = ""   # a cluster the course named: the diagnosis it replaces, for the instructor
+    # Where the time went: (name, start, end) in seconds from the grade's start (sandbox.phases),
+    # for `grade --profile` and the benchmark; a measurement only, which decides nothing.
+    phases: tuple[tuple[str, float, float], ...] = field(default=(), compare=False)
     # The harness's raw report this result was scored from (None without one): a batch keeps it to
     # rescore under another course without a sandbox. Not part of the JSON.
     report: dict | None = field(default=None, compare=False, repr=False, metadata={"raw": True})
@@ -246,7 +250,9 @@ class GradeResult:
                    diagnosis=str(d.get("diagnosis", "")), notes=tuple(str(n) for n in d.get("notes") or ()),
                    duration_s=float(d.get("duration_s") or 0.0), environment=dict(d.get("environment") or {}),
                    feedback=str(d.get("feedback", "")), cluster=str(d.get("cluster") or ""),
-                   cluster_evidence=str(d.get("cluster_evidence") or ""))
+                   cluster_evidence=str(d.get("cluster_evidence") or ""),
+                   phases=tuple((str(p["name"]), float(p["start_s"]), float(p["end_s"]))
+                                for p in d.get("phases") or () if isinstance(p, dict)))
 
     def to_dict(self) -> dict:
         return {
@@ -266,4 +272,6 @@ class GradeResult:
             "environment": self.environment,
             **({"cluster": self.cluster} if self.cluster else {}),
             **({"cluster_evidence": self.cluster_evidence} if self.cluster_evidence else {}),
+            **({"phases": [{"name": n, "start_s": round(a, 3), "end_s": round(b, 3)} for n, a, b in self.phases]}
+               if self.phases else {}),
         }

@@ -15,9 +15,12 @@ import platform
 import sys
 import time
 
+IMPORTED = time.monotonic()  # before the harness's own imports
+
 from sandbox.contract import HarnessJob
 from sandbox.errors import GraderError
 from sandbox.limits import guard_harness, release_harness
+from sandbox.phases import Clock, process_started
 from sandbox.protocol import bounded
 from sandbox.proxy import Student, Zygote
 from sandbox.source import LineMap, python_lines
@@ -36,14 +39,20 @@ class HarnessFault(GraderError):
 def run(job: HarnessJob) -> dict:
     """Grade one submission inside the sandbox and return the raw report."""
     started = time.monotonic()
-    if job.zygote is not None:  # started by the container's entry point or a warm server
-        zygote = Zygote.attached(job.zygote.fd, ready=job.zygote.ready, notes=list(job.zygote.notes),
-                                 capped=job.zygote.capped)
-    else:
-        zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS)
-    from sandbox.zygote import preload_lazy_torch_modules, single_threaded_torch
-    preload_lazy_torch_modules()
-    single_threaded_torch()
+    clock = Clock()
+    python_started = process_started()
+    if python_started is not None and python_started <= IMPORTED:  # not a fork of a warm server
+        clock.add("harness: Python start", python_started, IMPORTED)
+        clock.add("harness: its imports", IMPORTED, started)
+    with clock.span("harness: zygote start"):
+        if job.zygote is not None:  # started by the container's entry point or a warm server
+            zygote = Zygote.attached(job.zygote.fd, ready=job.zygote.ready, notes=list(job.zygote.notes),
+                                     capped=job.zygote.capped)
+        else:
+            zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS)
+    with clock.span("harness: torch import"):
+        from sandbox.zygote import single_threaded_torch
+        single_threaded_torch()
     tests_dir = tests_folder(job.tests)
     limits, line_map = job.limits, LineMap.from_list(list(job.line_map))
     # Stop calling the student's code early enough to report within the wall-clock limit.
@@ -60,13 +69,15 @@ def run(job: HarnessJob) -> dict:
     report = {"schema": REPORT_SCHEMA, "exercise": job.exercise, "exercise_version": job.version,
               "environment": _environment(), "notes": list(zygote.notes)}
     try:
-        loaded = student.load()
+        with clock.span("worker: submission loaded"):
+            loaded = student.load()
         report["notes"] += loaded.notes
         if not loaded.ok:
             report.update(status="rejected", rejection=_plain({"reason": loaded.reason, **loaded.detail}))
             return report
         report["status"] = "graded"
-        report["tests"], findings = _run_pytest(tests_dir, student, job.seed)
+        with clock.span("pytest"):
+            report["tests"], findings = _run_pytest(tests_dir, student, job.seed, clock)
         report["bugs"], report["diagnosis_note"] = findings.bugs, findings.note
         report["diagnosis_skipped"] = findings.skipped
         report["printed"] = student.printed()
@@ -76,6 +87,8 @@ def run(job: HarnessJob) -> dict:
         student.close()
         zygote.close()
         report["duration_s"] = time.monotonic() - started
+        clock.add("harness: workers closed", clock.spans[-1][2])  # the zygote's start is always a span
+        report["phases"] = clock.to_list()
     return _bounded(report)
 
 
@@ -88,13 +101,13 @@ def tests_folder(package: str) -> str:
     return list(spec.submodule_search_locations)[0]
 
 
-def _run_pytest(tests_dir, student: Student, seed: str = ""):
+def _run_pytest(tests_dir, student: Student, seed: str = "", clock: Clock | None = None):
     import pytest
     from pytest_jsonreport.plugin import JSONReport
 
     from sandbox.pytest_plugin import HarnessPlugin
     json_plugin = JSONReport()
-    harness_plugin = HarnessPlugin(student, seed)
+    harness_plugin = HarnessPlugin(student, seed, clock)
     args = [str(tests_dir), "-q", "-p", "no:cacheprovider", "-p", "no:stepwise",
             "--rootdir", str(tests_dir), "-c", os.devnull, "--json-report-file=none",
             "-W", "ignore::DeprecationWarning", "--assert=plain",

@@ -524,11 +524,14 @@ class Student:
             for byte in set(chunk):
                 self.tally[byte] = self.tally.get(byte, 0) + chunk.count(byte)
 
-    def new(self, *args, dtype: str = "float64", seed: int = 0, train: bool = False) -> RemoteModule:
-        """A new instance of the entry class, built with `args` in the worker."""
+    def new(self, *args, dtype: str = "float64", seed: int = 0, train: bool = False,
+            params: dict | None = None) -> RemoteModule:
+        """A new instance of the entry class, built with `args` in the worker; with `params`, those
+        loaded into it in the same round trip (as RemoteModule.set_params would)."""
         if self.entry.kind != CLASS:
             raise TypeError(f"the entry is a {self.entry.kind}: use function()")
-        return self._remote(self.request("new", args=list(args), dtype=dtype, seed=seed, train=train), dtype)
+        extra = {} if params is None else {"params": params}
+        return self._remote(self.request("new", args=list(args), dtype=dtype, seed=seed, train=train, **extra), dtype)
 
     def function(self) -> RemoteModule:
         """The entry function, living in the worker: call it, map it, take its vjp."""
@@ -573,6 +576,10 @@ class RemoteModule:
     def __call__(self, *args):
         return self._answer(self._request("call", args=list(args)).get("out"))
 
+    def call_with(self, params: dict, *args):
+        """set_params(params), then a call, in one round trip."""
+        return self._answer(self._request("call", args=list(args), params=params).get("out"))
+
     def map(self, calls: list, *, context: str | None = None) -> list:
         """A call for each argument tuple, in one round trip to the worker; `context`: one of the
         entry's named contexts to run them in."""
@@ -589,9 +596,17 @@ class RemoteModule:
             raise WorkerFailure("protocol", f"the worker's answer was not {returns} values")
         return tuple(_tensor(o, "forward") for o in out)
 
-    def shape_on(self, device: str, *args) -> list:
-        """The output's shape when the module and its inputs live on `device` (e.g. 'meta')."""
-        return list(self._request("shape_on", device=device, args=list(args)).get("shape") or [])
+    def shape_on(self, device: str, *args, one_device: bool = False) -> list:
+        """The output's shape when the module and its inputs live on `device` (e.g. 'meta'); with
+        `one_device`, every torch operation checks its tensors share one device, as a GPU does."""
+        return list(self._request("shape_on", device=device, args=list(args), one_device=one_device).get("shape") or [])
+
+    def changed_inputs(self, *args) -> list[int]:
+        """The positions of the arguments that one call changes in place."""
+        changed = self._request("changed_inputs", args=list(args)).get("changed")
+        if not isinstance(changed, list) or not all(isinstance(i, int) and 0 <= i < len(args) for i in changed):
+            raise WorkerFailure("protocol", "the worker's list of changed inputs was malformed")
+        return changed
 
     def vjp(self, *args, cotangents, wrt: int = 0, output: int = 0):
         """Gradients of the output (of output number `output`, for a call that returns several),

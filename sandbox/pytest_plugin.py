@@ -8,6 +8,7 @@ import pytest
 
 from sandbox.kit import Draws
 from sandbox.limits import HarnessLimit
+from sandbox.phases import Clock
 from sandbox.protocol import bounded
 from sandbox.proxy import BadAnswer, Student, StudentCodeError, WorkerFailure
 
@@ -76,10 +77,12 @@ class HarnessPlugin:
     verdict. `seed`: the host's seed of the grade's draws (HarnessJob.seed); without one (a harness
     run by hand), a random one: no draw can then be foreseen, nor repeated."""
 
-    def __init__(self, student: Student, seed: str = ""):
+    def __init__(self, student: Student, seed: str = "", clock: Clock | None = None):
         self._student = student
         self._draws = Draws(seed or os.urandom(32).hex())
         self.collected = Findings()  # not `findings`: that name is the fixture below
+        self.clock = clock or Clock()
+        self._files: dict[str, list[float]] = {}  # test file -> [first start, last end]
 
     def pytest_configure(self, config):
         config.addinivalue_line("markers", "points(n): the points a test group is worth, shared by its cases")
@@ -98,6 +101,29 @@ class HarnessPlugin:
     @pytest.fixture(scope="session")
     def findings(self) -> Findings:
         return self.collected
+
+    @pytest.fixture(scope="session")
+    def phases(self) -> Clock:
+        """The grade's clock: `with phases.span("diagnosis"):` shows a step in `grade --profile`."""
+        return self.clock
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection(self, session):
+        with self.clock.span("collection"):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        start = time.monotonic()
+        try:
+            return (yield)
+        finally:
+            span = self._files.setdefault(_file(item), [start, start])
+            span[1] = time.monotonic()
+
+    def pytest_sessionfinish(self, session):
+        for name, (start, end) in self._files.items():
+            self.clock.add(f"tests {name}", start, end)
 
     def pytest_collection_modifyitems(self, items):
         counts: dict[str, int] = {}
@@ -132,6 +158,10 @@ _POINTS = pytest.StashKey[float]()
 _ANSWERS = pytest.StashKey[int]()  # the student's answers received before the test started
 
 
+def _file(item) -> str:
+    return item.module.__name__.rsplit(".", 1)[-1]
+
+
 def _group(item) -> str:
-    return f"{item.module.__name__.rsplit('.', 1)[-1]}::{item.originalname}"
+    return f"{_file(item)}::{item.originalname}"
 

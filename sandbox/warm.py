@@ -96,9 +96,8 @@ class Server:
 
         import sandbox.harness
         import sandbox.pytest_plugin  # noqa: F401
-        from sandbox.zygote import preload_lazy_torch_modules, warm_up
-        preload_lazy_torch_modules()
-        warm_up(self._warm_ups())
+        from sandbox.zygote import warm_up
+        warm_up(self._warm_ups())  # no sympy: the harness's own code needs none (the workers' zygote has it)
         for exercise in self.prepare:
             _import_tests(str(exercise["tests"]))
         self.zygote.wait_ready(READY_TIMEOUT_S)

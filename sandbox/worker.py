@@ -151,6 +151,8 @@ class Worker:
         children = {name: [c.__module__ + "." + c.__qualname__ for c in type(child).__mro__]
                     for name, child in module.named_children()}
         measured = self.parameters(module)
+        if "params" in request:
+            self.op_set_params({**request, "handle": handle})
         return {"handle": handle, "children": children, "params": {name: shape for name, shape, _ in measured},
                 "n_params": sum(n for _, _, n in measured)}
 
@@ -166,6 +168,8 @@ class Worker:
     def op_call(self, request: dict) -> dict:
         import torch
         target = self._module(request)
+        if "params" in request:
+            self.op_set_params(request)
         with torch.enable_grad(), self._context(request):
             out = target(*request["args"])
         return {"out": self._output(out)}
@@ -179,13 +183,30 @@ class Worker:
             return {"outs": [self._output(target(*args)) for args in request["calls"]]}
 
     def op_shape_on(self, request: dict) -> dict:
-        """Move the instance and the arguments to a device (e.g. 'meta') and call it there."""
+        """Move the instance and the arguments to a device (e.g. 'meta') and call it there; with
+        `one_device`, every torch operation the call makes checks that its tensors share one device,
+        as a GPU's kernels do (the meta device's own kernels do not all check it)."""
+        import contextlib
         target = self._module(request)
         if hasattr(target, "to") and self.spec.kind == CLASS:
             target = target.to(request["device"])
         args = [a.to(request["device"]) if hasattr(a, "to") else a for a in request["args"]]
-        out = self._output(target(*args))
+        with _one_device() if request.get("one_device") else contextlib.nullcontext():
+            out = target(*args)
+        out = self._output(out)
         return {"shape": list((out[0] if isinstance(out, list) else out).shape)}
+
+    def op_changed_inputs(self, request: dict) -> dict:
+        """Which arguments one call changes in place (each tensor compared with its copy from before
+        the call), as the caller's tensors would be changed."""
+        import torch
+        target = self._module(request)
+        args = list(request["args"])
+        before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+        with torch.enable_grad(), self._context(request):
+            target(*args)
+        return {"changed": [i for i, (a, b) in enumerate(zip(args, before)) if b is not None and not (
+            a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b))]}
 
     def op_vjp(self, request: dict) -> dict:
         """Vector-Jacobian products of output `output` (of a call that returns several) with
@@ -226,6 +247,35 @@ class Worker:
             if not isinstance(item, torch.Tensor):
                 raise TypeError(f"{what} returned a {type(item).__name__} as value {i + 1}, not a tensor")
         return list(out)
+
+
+def _one_device():
+    """A torch function mode in which an operation whose tensors live on two devices raises what
+    CUDA raises. A 0-dim CPU tensor goes with any device, as a Python number does on a GPU."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def tensors(value):
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                yield from tensors(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from tensors(item)
+
+    class OneDevice(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            devices = {str(t.device) for t in tensors((args, kwargs)) if not (t.dim() == 0 and t.device.type == "cpu")}
+            if len(devices) > 1:
+                first, second = sorted(devices)
+                raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
+                                   f"devices, {first} and {second}! (in {getattr(func, '__name__', func)})")
+            return func(*args, **kwargs)
+
+    return OneDevice()
 
 
 def _resolve(dotted: str):

@@ -39,9 +39,11 @@ def main() -> None:
                                "readable to another user here (no mount namespace)")
     import numpy  # noqa: F401  (torch warns when numpy is missing; import it once here)
     import torch  # noqa: F401  (imported; ops only on one thread: see the module docstring)
-    preload_lazy_torch_modules()
+    preload = True  # after the first worker is on its way (below), unless warmed up here
     if "--warm" in sys.argv[2:3]:
+        preload_lazy_torch_modules()
         warm_up(decode_sources(sys.argv[3]))
+        preload = False
     reset.protect_self()
     baseline = reset.settings()  # what a worker of the same user could change in this process
     statuses: dict[int, int] = {}
@@ -64,6 +66,9 @@ def main() -> None:
             for fd in fds:
                 os.close(fd)
             _send(control, answer)
+            if preload:  # while the first worker imports the submission: ready for every later one
+                preload_lazy_torch_modules()
+                preload = False
         elif op == "kill":
             kill_session(command["pid"])
             _wait_status(command["pid"], statuses, 1.0)
@@ -79,9 +84,10 @@ def main() -> None:
 
 
 def preload_lazy_torch_modules() -> None:
-    """Import what torch 2.13 would import on the first backward through softmax or the first
-    masked call of a torch.nn layer (sympy, via symbolic_shapes): 0.4 s that every forked
-    worker would otherwise pay again. An import, not an op, so forking stays safe."""
+    """Import what torch 2.13 imports on the first `torch._check_with` (sympy, via symbolic_shapes;
+    a masked call of a torch.nn layer makes one): 0.4 s that every forked worker would otherwise
+    pay again. An import, not an op, so forking stays safe. The zygote does it after the first
+    spawn, which then starts 0.4 s sooner; that first worker pays it only if the student's code needs it."""
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
 

@@ -29,13 +29,26 @@ def test_native_json_has_every_contract_field(grade_cached):
     assert abs(sum(t["max_score"] for t in result["tests"]) - 100) < 1e-6
 
 
-def test_json_to_a_file_and_feedback_on_the_terminal(tmp_path):
+def test_json_to_a_file_and_feedback_on_the_terminal_with_the_profile(tmp_path):
     out = tmp_path / "result.json"
-    proc = subprocess.run([sys.executable, "-m", "grader", str(CORRECT), "--json", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "grader", str(CORRECT), "--json", str(out), "--profile"],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0
-    assert json.loads(out.read_text())["score"] == 100
+    result = json.loads(out.read_text())
+    assert result["score"] == 100
     assert "Score" in proc.stdout and "100 / 100" in proc.stdout
+    # Where the time went: the host's phases, the sandbox's, each test file's, on one time line.
+    phases = {p["name"]: p for p in result["phases"]}
+    for name in ("host: Python start and imports", "sandbox", "harness: torch import", "worker: submission loaded",
+                 "collection", "tests test_01_interface", "tests test_07_advice", "diagnosis: before the tests",
+                 "host: scored and rendered"):
+        assert name in phases, name
+        assert 0 <= phases[name]["start_s"] <= phases[name]["end_s"]
+    sandbox = phases["sandbox"]
+    for name in ("harness: torch import", "collection", "tests test_04_padding"):
+        assert sandbox["start_s"] <= phases[name]["start_s"] <= phases[name]["end_s"] <= sandbox["end_s"], name
+    assert phases["tests test_01_interface"]["end_s"] <= phases["tests test_02_worked_example"]["start_s"]
+    assert "Where the time went" in proc.stderr and "tests test_03_matches_mha" in proc.stderr
 
 
 def test_rejected_submission_still_exits_zero_and_writes_json(tmp_path):

@@ -190,6 +190,10 @@ class LocalModule:
         with torch.no_grad():
             return self.module(*args)
 
+    def call_with(self, params, *args):
+        self.set_params(params)
+        return self(*args)
+
     def map(self, calls):
         return [self(*c) for c in calls]
 
@@ -198,9 +202,12 @@ class LocalStudent:
     def __init__(self, module):
         self.source = module
 
-    def new(self, dim, heads, dtype="float64", seed=0, train=False):
+    def new(self, dim, heads, dtype="float64", seed=0, train=False, params=None):
         torch.manual_seed(seed)
-        return LocalModule(self.source.CausalSelfAttention(dim, heads).double().eval())
+        module = LocalModule(self.source.CausalSelfAttention(dim, heads).double().eval())
+        if params is not None:
+            module.set_params(params)
+        return module
 
     def function(self):
         fn = self.source.causal_attention

@@ -65,9 +65,9 @@ def results(out: Path) -> dict[str, dict]:
 
 def comparable(result: dict) -> dict:
     """A result without what differs between two grades of the same file: the time it took (also in
-    feedback's heading, which a long name wraps onto a second line)."""
+    feedback's heading, which a long name wraps onto a second line, and in its phases)."""
     feedback = re.sub(r"^.*?\d+(?:\.\d+)? s\n", "", result["feedback"], count=1, flags=re.S)  # the heading
-    return {**result, "duration_s": None, "feedback": feedback}
+    return {**result, "duration_s": None, "feedback": feedback, "phases": None}
 
 
 def copy_class(folder: Path, files: list[Path]) -> Path:

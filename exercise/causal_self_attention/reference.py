@@ -33,15 +33,16 @@ def random_weights(dim: int, *, seed: int, dtype: torch.dtype = torch.float64) -
 def attention(weights: dict[str, torch.Tensor], n_heads: int, x: torch.Tensor,
               key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
     """The correct output for input x (B, T, dim), in float64; padded query positions included."""
-    T = x.shape[1]
+    B, T = x.shape[:2]
     x = x.double().transpose(0, 1)                                                # (T, B, dim)
     blocked = torch.ones(T, T, dtype=torch.bool).triu(1)                          # (T, T) True = future
-    ignore = None if key_padding_mask is None else ~key_padding_mask              # (B, T) True = padding
+    if key_padding_mask is not None:  # merged as MHA merges it; its own key_padding_mask check imports sympy
+        ignore = ~key_padding_mask.bool()                                         # (B, T) True = padding
+        blocked = (blocked[None] | ignore[:, None, :]).repeat_interleave(n_heads, 0)  # (B * heads, T, T)
     with torch.no_grad():  # nn.MultiheadAttention's own computation, without building a module per call
         out, _ = F.multi_head_attention_forward(
             x, x, x, x.shape[-1], n_heads, weights["qkv.weight"], weights["qkv.bias"], None, None, False, 0.0,
-            weights["proj.weight"], weights["proj.bias"], training=False, key_padding_mask=ignore,
-            need_weights=False, attn_mask=blocked)
+            weights["proj.weight"], weights["proj.bias"], training=False, need_weights=False, attn_mask=blocked)
     return out.transpose(0, 1)                                                    # (B, T, dim)
 
 

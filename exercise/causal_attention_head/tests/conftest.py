@@ -9,15 +9,15 @@ import pytest
 
 
 @pytest.fixture(scope="session", autouse=True)
-def diagnosis(request, student, findings):
+def diagnosis(request, student, findings, phases):
     """Which known mistakes explain this submission (diagnosis.py), reported once per grade: the
     forbidden built-ins before the tests, the probes of what went wrong after them, and only if a
     test failed."""
     from exercise.causal_attention_head.diagnosis import complete, diagnose
-    with student.side_allowance(timeouts=1):  # a hanging function must not use up the tests' allowance
-        found = diagnose(student)
+    with student.side_allowance(timeouts=1), phases.span("diagnosis: before the tests"):
+        found = diagnose(student)  # a hanging function must not use up the tests' allowance
     yield found
-    with student.side_allowance(timeouts=1):
+    with student.side_allowance(timeouts=1), phases.span("diagnosis: after the tests"):
         complete(found, student, failed=request.session.testsfailed > 0)
     for finding in found.findings:
         findings.add(finding)

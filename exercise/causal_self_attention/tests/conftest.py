@@ -136,8 +136,7 @@ def _scores_problem(module, base: dict, other: dict, x: torch.Tensor, q_rows, k_
     outs = []
     for weights in (variant(), variant(q="new"), variant(k="new"), variant(q="zero"),
                     variant(q="zero", k="new"), variant(k="zero"), variant(k="zero", q="new")):
-        module.set_params(weights)
-        outs.append(module(x).double())
+        outs.append(module.call_with(weights, x).double())
     if any(tuple(o.shape) != (B, T, dim) for o in outs):
         return f"its output has shape {tuple(outs[0].shape)} for an input of shape {(B, T, dim)}"
     base_out, new_q, new_k, q0, q0_new_k, k0, k0_new_q = outs
@@ -195,7 +194,7 @@ def gated(request, student, draws, attention_gate) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def diagnosis(student, findings):
+def diagnosis(student, findings, phases):
     """Which known mistakes explain this submission (see diagnosis.py), reported once per grade:
     the layers and the forbidden built-ins before the tests, the probes of what went wrong after
     them, and only if a test failed. The meta-device advice comes from test_07_advice.py. At the
@@ -204,10 +203,10 @@ def diagnosis(student, findings):
     from exercise.causal_self_attention.diagnosis import complete, diagnose, forbidden_at_run_time
     _FAILED.clear()  # a warm sandbox's harness is a fork: start from nothing
     _LAYOUT.clear()
-    with student.side_allowance(timeouts=1):  # a hanging forward must not use up the tests' allowance
-        found = diagnose(student, student.source_lines, student.locate)
+    with student.side_allowance(timeouts=1), phases.span("diagnosis: before the tests"):
+        found = diagnose(student, student.source_lines, student.locate)  # a hanging forward must not use up the tests' allowance
     yield found
-    with student.side_allowance(timeouts=1):
+    with student.side_allowance(timeouts=1), phases.span("diagnosis: after the tests"):
         complete(found, student, student.source_lines, student.locate, failed=bool(_FAILED))
     evidence = None if "uses_forbidden_builtin" in found.ids() else forbidden_at_run_time(student)
     if evidence:
