@@ -27,8 +27,6 @@ def test_the_corpus_is_large_enough():
 UNNAMED = {
     "no_causal_mask__chunked_last_chunk.py": "only positions 32..38 of T = 40 see the future, which a "
                                              "mask built for 32 positions reproduces as well: two names fit",
-    "padding_inverted__additive_loop.py": "a -1e9 penalty added to scores in float32 wipes out the real "
-                                          "keys' scores, which no model reproduces",
 }
 
 
@@ -86,7 +84,9 @@ def test_unknown_mistake_gets_an_honest_note_and_no_guess(tmp_path):
 
 # A value of each fitted mistake's free parameter at which it shows (mistakes.FITTED).
 SHOWING = {("wrong_scale", "factor"): 0.5, ("mask_fill_not_neg_inf", "value"): -10.0,
-           ("mask_fill_not_neg_inf", "causal_value"): -10.0}
+           ("mask_fill_not_neg_inf", "causal_value"): -10.0, ("mask_fill_not_neg_inf", "padding_value"): 0.0,
+           ("mask_fill_not_neg_inf", "additive"): -1.0, ("mask_fill_not_neg_inf", "padding_additive"): -1.0,
+           ("padding_inverted", "additive"): -1e9}
 
 
 @pytest.mark.parametrize("mistake", list(SHOWING), ids=lambda m: "-".join(m))
@@ -117,3 +117,218 @@ def test_a_fitted_mistake_at_some_shapes_only_is_named_and_localised(mistake):
     assert f"it shows only at (dim, n_heads) = ({first[0]}, {first[1]}):" in where, where
     assert f"at ({second[0]}, {second[1]}) your output is right" in where, where
     assert diagnosis._match_evidence(combo, values, wrong, observed)  # the whole evidence is written too
+
+
+def _observed(out_of, shapes, dtypes=("float64", "float32")):
+    """The diagnosis's probes at these shapes, with `out_of(weights, heads, probe)` as the output."""
+    from exercise.causal_self_attention import diagnosis, reference
+    observed = []
+    for dim, heads in shapes:
+        weights = reference.random_weights(dim, seed=777 + dim + heads)
+        for dtype in dtypes:
+            for probe in diagnosis.probes(dim, heads, dtype):
+                correct = reference.attention(weights, heads, probe.x, probe.mask)
+                out = out_of(weights, heads, probe)
+                observed.append(diagnosis.Observed(probe, weights, out.to(probe.x.dtype), correct))
+    return observed
+
+
+def _named(observed):
+    from exercise.causal_self_attention import diagnosis
+    match = diagnosis._explain(sorted((o for o in observed if o.wrong), key=lambda o: o.out.numel()))
+    assert not isinstance(match, list), match
+    return match
+
+
+def test_the_padded_probes_put_the_full_sequence_first_in_the_middle_and_last():
+    """A mask skipped when the batch's first sequence is full is failed by the tests; the probes
+    must meet it with the first sequence full, and also with the full one in the middle and last."""
+    from exercise.causal_self_attention import diagnosis, mistakes
+    masks = [p.mask for p in diagnosis.probes() if p.mask is not None and p.mask.shape[0] > 1 and not p.mask.all()]
+    full_at = {int(row) for m in masks for row in m.all(dim=1).nonzero()[:, 0]}
+    assert {0, 1, 2} <= full_at
+
+    def skipped_when_first_full(weights, heads, probe):
+        skip = probe.mask is not None and bool(probe.mask[0].all())
+        return mistakes.attention(weights, heads, probe.x, None if skip else probe.mask)
+
+    combo, _ = _named(_observed(skipped_when_first_full, diagnosis.PROBE_SHAPES[:1], dtypes=("float64",)))
+    assert combo == (("padding_ignored", "ignored"),)
+
+
+def test_every_order_of_the_merged_axes_is_named_with_its_order():
+    """Fit, don't enumerate: the heads' output (B, H, T, hd) read as (B, T, dim) after any of the 23
+    wrong orders of its axes is named wrong_head_merge, with the order it was read in."""
+    import itertools
+
+    from exercise.causal_self_attention import diagnosis, mistakes
+    assert len(mistakes.MERGES) == 23
+    for perm in itertools.permutations(range(4)):
+        if perm == (0, 2, 1, 3):
+            continue
+
+        def merged(weights, heads, probe, perm=perm):
+            return mistakes.attention(weights, heads, probe.x, probe.mask, (("wrong_head_merge", mistakes.MERGES[perm]),))
+
+        combo, _ = _named(_observed(merged, diagnosis.PROBE_SHAPES[:1], dtypes=("float64",)))
+        assert combo == (("wrong_head_merge", mistakes.MERGES[perm]),), perm
+
+
+def _hugging_face_padding_forgotten_one_minus(weights, heads, probe):
+    """mask * finfo(dtype).min added to the scores, `1 -` forgotten; causal part -inf; in the
+    probe's dtype, as a student's module computes it."""
+    import math
+
+    import torch
+    x, dtype = probe.x, probe.x.dtype
+    B, T, C = x.shape
+    w = {k: v.to(dtype) for k, v in weights.items()}
+    q, k, v = (x @ w["qkv.weight"].T + w["qkv.bias"]).split(C, dim=-1)
+    q, k, v = (t.reshape(B, T, heads, C // heads).transpose(1, 2) for t in (q, k, v))
+    s = q @ k.transpose(-2, -1) / math.sqrt(C // heads)
+    if probe.mask is not None:
+        s = s + probe.mask[:, None, None, :].to(dtype) * torch.finfo(dtype).min
+    s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    out = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, C)
+    return out @ w["proj.weight"].T + w["proj.bias"]
+
+
+@pytest.mark.parametrize("realisation, expected", [
+    (_hugging_face_padding_forgotten_one_minus, ("padding_inverted", "additive")),
+    (("mask_fill_not_neg_inf", "additive", -1.0), ("mask_fill_not_neg_inf", "additive")),   # SDPA given a float keep-mask
+    (("mask_fill_not_neg_inf", "padding_additive", -7.0), ("mask_fill_not_neg_inf", "padding_additive")),
+    (("mask_fill_not_neg_inf", "padding_value", 0.0), ("mask_fill_not_neg_inf", "padding_value")),   # padding multiplied
+    (("mask_fill_not_neg_inf", "row_min", None), ("mask_fill_not_neg_inf", "row_min")),
+    (("mask_fill_not_neg_inf", "row_mean", None), ("mask_fill_not_neg_inf", "row_mean")),
+], ids=["hf_finfo_min_inverted", "float_keep_mask", "padding_additive", "padding_multiplied", "row_min", "row_mean"])
+def test_masks_added_filled_from_the_data_or_applied_in_part_are_named(realisation, expected):
+    """Additive masks of any size (float32's and float64's most negative number included) and of
+    either sign, fills computed from the scores, and a mask applied to its padding part only."""
+    import torch
+
+    from exercise.causal_self_attention import diagnosis, mistakes
+    if callable(realisation):
+        out_of = realisation
+    else:
+        bug_id, variant, value = realisation
+        value = None if value is None else torch.tensor(value, dtype=torch.float64)
+        out_of = lambda w, h, p: mistakes.attention(w, h, p.x, p.mask, ((bug_id, variant),), value=value,  # noqa: E731
+                                                    dtype=str(p.x.dtype).removeprefix("torch."))
+    combo, values = _named(_observed(out_of, diagnosis.PROBE_SHAPES[:2]))
+    assert combo == (expected,)
+    if expected == ("padding_inverted", "additive"):
+        assert all(v < -1e30 for v in values.values()), values   # the dtype's most negative number, fitted per dtype
+
+
+class _InProcess:
+    """A stand-in for the sandbox's handle on a student's class, run in this process (no student
+    code: the modules below are the test's own)."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def new(self, dim, heads, train=False, dtype="float64"):
+        import torch
+        module = self.cls(dim, heads).to(getattr(torch, dtype)).train(train)
+
+        class Handle:
+            def set_params(self, params):
+                with torch.no_grad():
+                    for name, value in params.items():
+                        module.get_parameter(name).copy_(value)
+
+            def map(self, calls, context=None):
+                with torch.no_grad():
+                    return [module(*args) for args in calls]
+
+        return Handle()
+
+
+def _attention_module(drop=None):
+    """The reference layer as an nn.Module, with `drop(y, training)` applied to the heads' output."""
+    import torch
+    from torch import nn
+
+    from exercise.causal_self_attention import reference
+
+    class Layer(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.heads, self.qkv, self.proj = heads, nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+        def forward(self, x, mask=None):
+            B, T, C = x.shape
+            q, k, v = (t.reshape(B, T, self.heads, C // self.heads).transpose(1, 2)
+                       for t in self.qkv(x).split(C, dim=-1))
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            if drop is not None:
+                y = drop(y, self.training)
+            return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+    assert reference  # the layer is the reference's: SDPA with is_causal and no mask
+    return Layer
+
+
+def _drop_head(y, training, p=0.1):
+    import torch
+    if not training:
+        return y
+    keep = (torch.rand(y.shape[0], y.shape[1], 1, 1) >= p).to(y.dtype)
+    return y * keep / (1 - p)
+
+
+def _drop_rows(y, training, p=0.05):
+    import torch
+    if not training:
+        return y
+    return y * torch.bernoulli(torch.full((*y.shape[:3], 1), 1 - p, dtype=y.dtype)) / (1 - p)
+
+
+@pytest.mark.parametrize("drop, shown", [
+    (_drop_head, "whole heads of one sequence"), (_drop_rows, "single rows"),
+    (lambda y, training: torch_dropout(y, 0.02, training), "single attention weights"),
+], ids=["drophead_p0.1", "rows_p0.05", "elements_p0.02"])
+def test_training_mode_dropout_is_found_with_its_rescale_and_what_it_drops(drop, shown):
+    """Dropout of 1 in 10 (sequence, head) pairs is found every time: 8 training-mode calls of 4
+    sequences x 4 heads, and the 1/(1-p) rescale against eval mode; the evidence says p and what
+    is dropped."""
+    from exercise.causal_self_attention import diagnosis
+    import torch
+    for seed in range(5):
+        torch.manual_seed(seed)
+        found = diagnosis.Diagnosis()
+        diagnosis._training_mode(_InProcess(_attention_module(drop)), found)
+        assert found.ids() == {"nondeterministic_dropout"}, seed
+        evidence = found.findings[0].evidence
+        assert shown in evidence and "1/(1 - p)" in evidence, evidence
+
+
+def torch_dropout(y, p, training):
+    import torch
+    return torch.nn.functional.dropout(y, p, training)
+
+
+def test_training_mode_without_dropout_is_not_named():
+    from exercise.causal_self_attention import diagnosis
+    found = diagnosis.Diagnosis()
+    diagnosis._training_mode(_InProcess(_attention_module()), found)
+    assert found.findings == []
+
+
+def test_the_device_stand_in_checks_every_operation_as_a_gpu_does():
+    """The meta device's in-place masked_fill_ and += take a CPU tensor without a word (CUDA's raise);
+    in the worker's one-device mode they raise as on a GPU, while a 0-dim CPU tensor, which a GPU
+    takes as a number, still goes."""
+    import torch
+
+    from sandbox.worker import _one_device
+    scores = torch.zeros(2, 4, 4, device="meta")
+    cpu_mask = torch.ones(4, 4, dtype=torch.bool).triu(1)
+    scores.masked_fill_(cpu_mask, float("-inf"))      # the meta device alone does not check
+    for op in (lambda: scores.masked_fill_(cpu_mask, float("-inf")), lambda: scores.__iadd__(cpu_mask.double())):
+        with pytest.raises(RuntimeError, match="same device, but found at least two devices, cpu and meta"):
+            with _one_device():
+                op()
+    with _one_device():
+        assert (scores / torch.tensor(2.0)).device.type == "meta"
+        assert scores.masked_fill(cpu_mask.to("meta"), 0.0).shape == (2, 4, 4)

@@ -34,8 +34,14 @@ EXPECTED = {
     "qkv_order": ((MHA, PAD_MHA), INTERFACE + (ALL_TRUE, PAD_LEAK) + CAUSALITY + (PARAMS,)),
     "padding_ignored": ((PAD_MHA,), tuple(g for g in EVERYTHING if g != PAD_MHA)),
     "padding_inverted": ((PAD_MHA, ALL_TRUE), INTERFACE + (WORKED, MHA, PARAMS)),
+    # An additive constant on every key of an all-True mask shifts whole rows: softmax ignores it.
+    "padding_inverted__additive_minus": ((PAD_MHA,), tuple(g for g in EVERYTHING if g != PAD_MHA)),
     "padding_on_queries": ((PAD_MHA,), INTERFACE + (WORKED, MHA, ALL_TRUE, PAD_LEAK, PERTURB, PARAMS)),
     "mask_fill_not_neg_inf": ((WORKED, MHA, AUTOGRAD, PERTURB), INTERFACE + (PARAMS,)),
+    # A finite fill of the padding part alone: under right padding every padded key is in a real
+    # query's future, blocked by the causal -inf already, so only the padded queries show it.
+    "mask_fill_not_neg_inf__padding_": ((PAD_MHA,), tuple(g for g in EVERYTHING if g != PAD_MHA)),
+    "mask_fill_not_neg_inf__float_padding_bias": ((PAD_MHA,), tuple(g for g in EVERYTHING if g != PAD_MHA)),
     "softmax_wrong_dim": ((WORKED, MHA, AUTOGRAD, PERTURB), INTERFACE),
     "missing_output_projection": ((WORKED, MHA, PAD_MHA), INTERFACE + (ALL_TRUE, PAD_LEAK) + CAUSALITY + (PARAMS,)),
     "params_depend_on_heads": ((LAYERS, MHA, PARAMS), (SHAPE,)),

@@ -3,9 +3,12 @@
 On behaviour only: the student's (out, weights) on a few probes, compared with the hand-written
 reference carrying each known mistake as a switch (mistakes.py); the two mistakes with a free
 parameter get it read off the student's weights (the factor the scores are scaled by, the number
-masked scores are set to) and must then reproduce every probe too. A name is given only when
-exactly one mistake fits. Besides: calls to the forbidden built-ins (counted by the sandbox, so no
-text trick hides them) and a backward pass that fails or is cut.
+masked scores are set to). A model must reproduce every probe where the answers are wrong (a
+mistake taken only at some shapes is right at the others, and the evidence says where it shows); a
+wrongly scaled output is fitted apart from the weights. A name is given only when exactly one
+mistake fits. Besides: calls to the forbidden built-ins (counted by
+the sandbox, so no text trick hides them) and a backward pass that raises or is cut, recognised by
+what it did.
 """
 from __future__ import annotations
 
@@ -30,8 +33,6 @@ SCALES = {  # the factor the raw scores q k^T are multiplied by -> what the code
     "none": lambda d, T: 1.0, "head_dim_not_sqrt": lambda d, T: 1 / d, "multiplied": lambda d, T: math.sqrt(d),
     "sqrt_seq_len": lambda d, T: 1 / math.sqrt(T),
 }
-AUTOGRAD_ERRORS = [("does not require grad", "graph_cut"), ("modified by an inplace operation", "inplace"),
-                   ("not have been used in the graph", "detached_input")]
 
 
 @dataclass
@@ -93,26 +94,29 @@ def _answers(student, found: Diagnosis) -> None:
     for (q, k, v), (out, weights) in zip(inputs, answers):
         if tuple(out.shape) != tuple(v.shape) or tuple(weights.shape) != (*q.shape[:2], q.shape[1]):
             return  # the interface test says what the shapes are
-    if all(_same(a, reference.attention(*x)) for x, a in zip(inputs, answers)):
+    correct = [reference.attention(*x) for x in inputs]
+    wrong = [i for i, (a, c) in enumerate(zip(answers, correct)) if not _same(a, c)]
+    if not wrong:
         return  # right on every probe: what failed is not a mistake of the values
+    # A mistake may show at some shapes only (a branch on T or B): a model must reproduce every probe
+    # where the answers are wrong; where they are right, the mistake was not taken (said in the evidence).
     fits = [(m, None) for m in mistakes.SINGLES
-            if all(_same(a, mistakes.attention(*x, m)) for x, a in zip(inputs, answers))]
+            if all(_same(answers[i], mistakes.attention(*inputs[i], m)) for i in wrong)]
     for mistake in mistakes.FITTED:
-        values = [_fit(mistake, x, a[1]) for x, a in zip(inputs, answers)]
-        if all(v is not None for v in values) and all(
-                _same(a, mistakes.attention(*x, mistake, v)) for x, a, v in zip(inputs, answers, values)):
+        values = {i: _fit(mistake, inputs[i], answers[i]) for i in wrong}   # fitted only where it shows
+        if all(v is not None for v in values.values()):
             fits.append((mistake, values))
     named = {m[0] for m, _ in fits}
     if len(named) == 1:
         (bug, variant), values = fits[0]
-        found.add(bug, _variant(bug, variant, values), _evidence(fits[0], inputs, answers))
+        found.add(bug, _variant(bug, variant, values), _evidence(fits[0], inputs, answers, wrong))
     elif named:
         found.unexplained = (f"your answers are wrong, and {' and '.join(sorted(named))} reproduce them alike on "
-                             f"every probe, so the grader cannot tell which mistake it is")
+                             f"every probe where they are wrong, so the grader cannot tell which mistake it is")
     else:
-        wrong = [_where_wrong(x, a) for x, a in zip(inputs, answers) if not _same(a, reference.attention(*x))]
+        described = [_where_wrong(inputs[i], answers[i]) for i in wrong]
         found.unexplained = "your answers are wrong and no mistake in the catalog reproduces them: " + "; ".join(
-            wrong[:3]) + (f"; and {len(wrong) - 3} more probes" if len(wrong) > 3 else "")
+            described[:3]) + (f"; and {len(described) - 3} more probes" if len(described) > 3 else "")
 
 
 def _same(answer, expected) -> bool:
@@ -120,7 +124,28 @@ def _same(answer, expected) -> bool:
                for a, e in zip(answer, expected))
 
 
-def _fit(mistake, qkv, weights: torch.Tensor) -> float | None:
+def _fit(mistake, qkv, answer) -> tuple[float, float] | None:
+    """(value, output factor) with which the mistake reproduces this answer, or None. The value is
+    read off the weights (_read); the output is then fitted on its own where the mistake can touch it
+    apart from the weights: a scale is sometimes put on the output too (or instead), so for wrong
+    scaled weights, out = factor * (weights @ v) with a factor read off the output by least squares."""
+    value = _read(mistake, qkv, answer[1])
+    if value is None:
+        return None
+    model = mistakes.attention(*qkv, mistake, value)
+    if _same(answer, model):
+        return value, 1.0
+    if mistake != ("wrong_scale", "factor") or not _same(answer[1:], model[1:]) or _same(
+            answer[1:], reference.attention(*qkv)[1:]):
+        return None   # the weights must be the wrongly scaled ones themselves
+    out, expected = answer[0], model[0]
+    factor = float((out * expected).sum() / (expected * expected).sum())
+    if not math.isfinite(factor) or not _same((out,), (factor * expected,)):
+        return None
+    return value, factor
+
+
+def _read(mistake, qkv, weights: torch.Tensor) -> float | None:
     """The mistake's parameter read off the student's weights (B, T, T), where the log of a weight
     is linear in it: within a row, log w[t, s] - log w[t, 0] is factor * (r[t, s] - r[t, 0]) for the
     raw scores r = q k^T, and, for a future key s > t, value - r[t, 0] / sqrt(d_k)."""
@@ -143,31 +168,62 @@ def _fit(mistake, qkv, weights: torch.Tensor) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _variant(bug: str, variant: str, values) -> str:
-    """A fitted scale gets the name of the formula it equals at every probe, if any."""
+def _variant(bug: str, variant: str, values: dict | None) -> str:
+    """A fitted scale gets the name of the formula it equals at every probe it was fitted at, if any."""
     if (bug, variant) != ("wrong_scale", "factor"):
         return variant
     for name, formula in SCALES.items():
-        if all(math.isclose(v, formula(d, T), rel_tol=1e-4) for v, (_, T, d) in zip(values, PROBES)):
+        if all(math.isclose(v, formula(PROBES[i][2], PROBES[i][1]), rel_tol=1e-4) for i, (v, _) in values.items()):
             return name
-    return "constant" if len({round(v, 6) for v in values}) == 1 else "other"
+    return "constant" if len({round(v, 6) for v, _ in values.values()}) == 1 else "other"
 
 
-def _evidence(fit, inputs, answers) -> str:
+def _evidence(fit, inputs, answers, wrong: list[int]) -> str:
     (bug, variant), values = fit
     fitted = ""
     if values:
         what = "the scores q k^T are multiplied by" if bug == "wrong_scale" else "masked scores are set to"
         fitted = f"; read off your weights, {what} " + ", ".join(
-            f"{v:.6g} at d_k={d}" + (f" (expected 1/sqrt(d_k) = {1 / math.sqrt(d):.6g})" if bug == "wrong_scale" else "")
-            for v, (_, _, d) in zip(values, PROBES))
-    (q, k, v), (_, weights) = inputs[0], answers[0]
+            f"{v:.6g} at d_k={PROBES[i][2]}" + (f" (expected 1/sqrt(d_k) = {1 / math.sqrt(PROBES[i][2]):.6g})"
+                                                 if bug == "wrong_scale" else "")
+            for i, (v, _) in values.items())
+        scaled = [(i, f) for i, (_, f) in values.items() if not math.isclose(f, 1.0, rel_tol=1e-6)]
+        if scaled:
+            fitted += "; and read off your output, out is weights @ v multiplied by " + ", ".join(
+                f"{f:.6g} at d_k={PROBES[i][2]}" for i, f in scaled)
+    i = wrong[0]
+    (q, k, v), (_, weights) = inputs[i], answers[i]
     _, right = reference.attention(q, k, v)
     t = int((weights - right).abs().nan_to_num(nan=float("inf")).amax(dim=(0, 2)).argmax())
     B, T, d_k = q.shape
-    return (f"your answers equal the reference with {bug} ({variant}) on every probe, to 1e-6{fitted}; "
-            f"e.g. with B={B}, T={T}, d_k={d_k}, weights[0, {t}, :4] = {vector(weights[0, t, :4])} where the "
-            f"correct weights are {vector(right[0, t, :4])}")
+    return (f"your answers equal the reference with {bug} ({variant}) on every probe where they are wrong, to "
+            f"1e-6{fitted}{_where_it_shows(wrong)}; e.g. with B={B}, T={T}, d_k={d_k}, "
+            f"weights[0, {t}, :4] = {vector(weights[0, t, :4])} where the correct weights are "
+            f"{vector(right[0, t, :4])}")
+
+
+def _where_it_shows(wrong: list[int]) -> str:
+    """'' when the answers are wrong at every probe; else what the probes where the mistake shows
+    have in common (T, B or d_k past a bound), and the ones where the answers are right: the code
+    takes the mistake's branch only at some shapes (a fitted model has no value at the others)."""
+    if len(wrong) == len(PROBES):
+        return ""
+
+    def shape(i: int) -> str:
+        return "({}, {}, {})".format(*PROBES[i])
+    right = [i for i in range(len(PROBES)) if i not in wrong]
+    limits = []
+    for name, axis in (("T", 1), ("B", 0), ("d_k", 2)):
+        seen, fine = {PROBES[i][axis] for i in wrong}, {PROBES[i][axis] for i in right}
+        if min(seen) > max(fine):
+            limits.append(f"{name} > {max(fine)}")
+        elif max(seen) < min(fine):
+            limits.append(f"{name} < {min(fine)}")
+    where = limits[0] if limits else "(B, T, d_k) = " + ", ".join(shape(i) for i in wrong)
+    if len(limits) > 1:   # each alone separates the probes: say so rather than pick one
+        where += f" (or equally {' or '.join(limits[1:])}: the probes do not tell them apart)"
+    return (f" (it shows only where {where}: at (B, T, d_k) = {', '.join(shape(i) for i in right)} your answers "
+            f"are right)")
 
 
 def _where_wrong(qkv, answer) -> str:
@@ -181,8 +237,13 @@ def _where_wrong(qkv, answer) -> str:
 
 
 def _autograd(student, found: Diagnosis) -> None:
-    """A backward pass that raises, or gradients that are zero, for an input the forward itself
-    shows the output depends on (an output that ignores v has no gradient to give for it)."""
+    """What happens when autograd is asked for the gradient with respect to an input the forward
+    itself shows the output depends on (an output that ignores v has no gradient to give for it):
+    the request raises (an in-place change of the input or of a tensor backward needs, a round trip
+    through NumPy, a graph cut so the input is not in it), or the gradient is exactly zero (a graph
+    cut under no_grad or detach). Recognised by what happened, not by the message's words; the
+    forward on the same inputs has just run, so it is the backward that fails. An input changed in
+    place (compared after one more call) is said to be the cause."""
     q, k, v = reference.random_qkv(*PROBES[0], seed=950)
     cotangent = reference.random_qkv(*PROBES[0], seed=951)[0]
     fn = student.function()
@@ -190,19 +251,34 @@ def _autograd(student, found: Diagnosis) -> None:
     for wrt in range(3):
         nudged[wrt][wrt] = nudged[wrt][wrt] + 1e-3 * reference.random_qkv(*PROBES[0], seed=952 + wrt)[0]
     base, *moved = (o.double() for o, _ in fn.map([(q, k, v), *map(tuple, nudged)]))
+    happened = {}   # input -> what the backward did: "raised ...", "zero", or "works"
     for wrt, name in enumerate("qkv"):
         if not (moved[wrt] - base).abs().nan_to_num().max() > 1e-9:
             continue
         try:
             grads = fn.vjp(q, k, v, cotangents=[cotangent], wrt=wrt, output=0)
         except StudentCodeError as err:
-            variant = next((variant for text, variant in AUTOGRAD_ERRORS if text in err.message), None)
-            if variant:
-                found.add("breaks_autograd", variant, f"a backward pass with respect to {name} raised {err.describe()}")
-                return
+            happened[name] = f"raised {err.describe()}"
             continue
-        if bool((grads == 0).all()):  # exact zeros: a NaN gradient (from NaN answers) tells nothing
-            found.add("breaks_autograd", "detached",
-                      f"changing {name} changes your output, but autograd says it depends on {name} "
-                      f"nowhere: the graph is cut (torch.no_grad(), .detach(), .data)")
-            return
+        # exact zeros: a NaN gradient (from NaN answers) tells nothing
+        happened[name] = "zero" if bool((grads == 0).all()) else "works"
+    broken = {name: what for name, what in happened.items() if what != "works"}
+    if not broken:
+        return
+    fine = [name for name, what in happened.items() if what == "works"]
+    also = f" (with respect to {' and '.join(fine)} it works)" if fine else ""
+    name, what = next(iter(broken.items()))
+    changed = [n for i, n in enumerate("qkv") if i in fn.changed_inputs(q, k, v)]   # the input after the call
+    if changed:
+        found.add("breaks_autograd", "inplace_on_input",
+                  f"your function changes its input {' and '.join(changed)} in place (the caller's tensor: "
+                  f"compared after the call), and a backward pass with respect to {name} "
+                  f"{'gives zero' if what == 'zero' else 'fails'}{also}" + ("" if what == "zero" else f": it {what}"))
+    elif what == "zero":
+        found.add("breaks_autograd", "detached",
+                  f"changing {name} changes your output, but autograd says it depends on {name} "
+                  f"nowhere: the graph is cut (torch.no_grad(), .detach(), .data){also}")
+    else:
+        found.add("breaks_autograd", "backward_fails",
+                  f"your function runs, and changing {name} changes its output, but a backward pass with "
+                  f"respect to {name} fails{also}: it {what}")

@@ -19,15 +19,19 @@ Mistake = tuple[str, str]
 SINGLES: list[Mistake] = [
     ("no_causal_mask", "missing"),
     ("mask_after_softmax", "zeroed_after"),
-    ("causal_mask_off_by_one", "excludes_self"), ("causal_mask_off_by_one", "includes_next"),
+    ("causal_mask_off_by_one", "excludes_self"), ("causal_mask_off_by_one", "excludes_self_empty_row"),
+    ("causal_mask_off_by_one", "includes_next"),
     ("wrong_scale", "after_softmax"),
     ("softmax_wrong_dim", "queries"), ("softmax_wrong_dim", "batch"),
     ("mask_fill_not_neg_inf", "zero"),
     ("nan_from_inf_mask", "zero_times_inf"), ("nan_from_inf_mask", "scores_times_inf"),
+    ("nan_from_inf_mask", "masked_times_tril"),
 ]
 FITTED: list[Mistake] = [("wrong_scale", "factor"), ("mask_fill_not_neg_inf", "value")]
 # The causal mask's diagonal: tril(offset) is what position t may attend to.
-OFFSETS = {"excludes_self": -1, "includes_next": 1}
+# excludes_self_empty_row: the same mask written as a loop over the keys before t (k[:, :t]), whose
+# row 0 is an empty softmax: zero weights and a zero output where the masked softmax gives NaN.
+OFFSETS = {"excludes_self": -1, "excludes_self_empty_row": -1, "includes_next": 1}
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mistake: Mistake | None = None,
@@ -48,9 +52,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mistake: Mistak
         w = (s + (~allowed).double() * float("-inf")).softmax(dim=-1)
     elif variant == "scores_times_inf":  # s * where(allowed, 1, -inf): a negative future score becomes +inf
         w = (s * torch.where(allowed, 1.0, float("-inf")).double()).softmax(dim=-1)
+    elif variant == "masked_times_tril":  # s.masked_fill(future, -inf) * tril: -inf * 0 is NaN at every future key
+        w = (s.masked_fill(~allowed, float("-inf")) * allowed.double()).softmax(dim=-1)
     else:
         dim = {"queries": -2, "batch": 0}.get(variant, -1) if bug == "softmax_wrong_dim" else -1
         w = s.masked_fill(~allowed, float("-inf")).softmax(dim=dim)
+        if variant == "excludes_self_empty_row":
+            w = w.nan_to_num(nan=0.0)   # only row 0 has no key left
     if (bug, variant) == ("wrong_scale", "after_softmax"):  # the weights divided, the scores not
         s = raw
         w = s.masked_fill(~allowed, float("-inf")).softmax(dim=-1) / math.sqrt(d_k)

@@ -27,10 +27,10 @@ BATCHES = ((1, 1), (3, 2), (1, 9), (3, 17), (1, LONG_T), (3, 40))
 
 
 def padding_patterns() -> list[tuple[int, list[int]]]:
-    """(T, real lengths) pairs for right padding. The first sequence is padded too, and the lengths
-    come in several orders (short first, long first, one sequence alone): a padding mask taken from
-    one sequence for the whole batch, or a code path taken only for B = 1, shows."""
-    return [(7, [3, 7, 1]), (9, [9, 1, 4]), (40, [23, 40, 2]), (5, [2]), (LONG_T, [LONG_T, 1, 130])]
+    """(T, real lengths) pairs for right padding. The full sequence comes first, in the middle and
+    last, the first sequence is padded too, and one sequence comes alone: a padding mask taken from
+    one sequence for the whole batch (any one of them), or a code path taken only for B = 1, shows."""
+    return [(7, [3, 7, 1]), (9, [9, 1, 4]), (40, [23, 2, 40]), (5, [2]), (LONG_T, [LONG_T, 1, 130])]
 
 
 def describe_case(dim: int, n_heads: int, x: torch.Tensor, mask: torch.Tensor | None, dtype: str) -> str:
@@ -96,11 +96,11 @@ def _ranges(values: list[int]) -> str:
 
 def new_module(student, dim: int, n_heads: int, *, dtype: str = "float64", seed: int = 0, train: bool = False):
     """A student module with the grader's weights loaded; returns it and those weights (float64)."""
-    module = student.new(dim, n_heads, dtype=dtype, seed=seed, train=train)
     weights = reference.random_weights(dim, seed=1000 + seed)
     # Round the weights to the module's dtype so the float64 reference sees exactly what it holds.
     weights = {k: v.to(DTYPES[dtype]).double() for k, v in weights.items()}
-    module.set_params({k: v.to(DTYPES[dtype]) for k, v in weights.items()})
+    module = student.new(dim, n_heads, dtype=dtype, seed=seed, train=train,
+                         params={k: v.to(DTYPES[dtype]) for k, v in weights.items()})
     return module, weights
 
 

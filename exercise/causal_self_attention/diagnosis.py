@@ -89,9 +89,9 @@ PROBE_SHAPES = [(DIM, HEADS), (8, 1), (12, 3), (32, 8), (8, 8)]
 
 
 def probes(dim: int = DIM, heads: int = HEADS, dtype: str = "float64") -> list[Probe]:
-    """Short and long sequences, one sequence and three, no mask, a padding mask whose first
-    sequence is padded (so a mask taken from one sequence differs from an ignored one), an all-True
-    mask."""
+    """Short and long sequences, one sequence and three, no mask, an all-True mask, and padding
+    masks with the full sequence first, in the middle and last (a mask taken from one sequence, or
+    skipped when one is full, differs from an ignored one at some order)."""
     x2 = random_input(2, 6, dim, seed=901, dtype=dtype)
     x3 = random_input(3, 9, dim, seed=902, dtype=dtype)
     x1 = random_input(1, 9, dim, seed=903, dtype=dtype)
@@ -100,7 +100,8 @@ def probes(dim: int = DIM, heads: int = HEADS, dtype: str = "float64") -> list[P
             (x3, reference.right_padding([3, 9, 1], 9), "padding, real lengths [3, 9, 1]"),
             (x3, torch.ones(3, 9, dtype=torch.bool), "an all-True mask"), (x1, None, "no mask"),
             (x1, reference.right_padding([5], 9), "padding, real length [5]"),
-            (long1, None, "no mask"), (long3, reference.right_padding([23, 40, 5], 40), "padding, real lengths [23, 40, 5]")]
+            (x3, reference.right_padding([4, 1, 9], 9), "padding, real lengths [4, 1, 9]"),
+            (long1, None, "no mask"), (long3, reference.right_padding([40, 23, 5], 40), "padding, real lengths [40, 23, 5]")]
     return [Probe(x, mask, label, dim, heads, dtype) for x, mask, label in made]
 
 
@@ -231,10 +232,9 @@ def breaks_with(module, dim: int, dtype: str, T: int) -> StudentCodeError | None
 def _observe(student, found: Diagnosis, dim: int, heads: int, dtype: str) -> list[Observed]:
     """The outputs of a module with the grader's weights on the probes of one shape. Long sequences
     run on their own: a module built for a fixed maximum length still shows its short outputs."""
-    module = student.new(dim, heads, dtype=dtype)
     weights = reference.random_weights(dim, seed=777 + dim + heads)
     weights = {k: v.to(DTYPES[dtype]).double() for k, v in weights.items()}
-    module.set_params({k: v.to(DTYPES[dtype]) for k, v in weights.items()})
+    module = student.new(dim, heads, dtype=dtype, params={k: v.to(DTYPES[dtype]) for k, v in weights.items()})
     cases = probes(dim, heads, dtype)
     short = [p for p in cases if not p.long]
     if (dim, heads, dtype) == (DIM, HEADS, "float64"):
@@ -272,7 +272,7 @@ def _explain(wrong: list[Observed]):
         for mistake, grid in mistakes.FITTED:
             values = {}
             for o in wrong:
-                key = (o.probe.dim, o.probe.heads)
+                key = _key(o, mistake)
                 if key not in values:
                     values[key] = _fit(o, mistake, grid)
                 if values[key] is None or not _matches(o, (mistake,), values[key], rows=rows):
@@ -289,9 +289,17 @@ def _explain(wrong: list[Observed]):
     return []
 
 
+def _key(o: Observed, mistake) -> tuple:
+    """Where a fitted value holds: one shape (dim, n_heads); a number added to the scores is fitted
+    per dtype too (Hugging Face's finfo(dtype).min, or a -1e9 that wipes out float32 scores only)."""
+    shape = (o.probe.dim, o.probe.heads)
+    added = mistake in mistakes.ADDITIVE or mistake[1] in mistakes.ADDITIVE
+    return shape + (o.probe.dtype,) if added and o.probe.dtype != "float64" else shape
+
+
 def _model(o: Observed, combo, value=None, zero: bool = False) -> torch.Tensor:
     return mistakes.attention(o.weights, o.probe.heads, o.probe.x, o.probe.mask, combo,
-                              empty_rows_zero=zero, value=value)
+                              empty_rows_zero=zero, value=value, dtype=o.probe.dtype)
 
 
 def _matches(o: Observed, combo, value=None, rows: bool = False) -> bool:
@@ -321,7 +329,11 @@ def _fit(o: Observed, mistake, grid) -> float | None:
         got = _model(o, (mistake,), torch.tensor(value, dtype=torch.float64))
         return float(torch.where(usable, got - target, torch.zeros(())).nan_to_num(nan=1e30).abs().max())
 
-    value = min(grid, key=gap)
+    def residual(value) -> float:
+        got = _model(o, (mistake,), torch.tensor(value, dtype=torch.float64))
+        return float(torch.where(usable, target - got, torch.zeros(())).nan_to_num().square().sum())
+
+    value = start = min(grid, key=gap)
     for _ in range(20):
         h = 1e-6 * max(abs(value), 1e-3)
         plus, minus, here = (_model(o, (mistake,), torch.tensor(v, dtype=torch.float64))
@@ -332,11 +344,19 @@ def _fit(o: Observed, mistake, grid) -> float | None:
         if norm == 0:
             break
         step = float((slope * resid).sum()) / norm
+        for _halving in range(12):  # a step that overshoots (the softmax is far from linear) is halved
+            if math.isfinite(value + step) and residual(value + step) <= float((resid * resid).sum()):
+                break
+            step /= 2
         value += step
         if abs(step) <= 1e-13 * max(abs(value), 1e-12):
             break
+    if not (math.isfinite(value) and gap(value) <= gap(start)):
+        value = start  # a flat fit (a constant that wipes out the scores) is not improved by steps
     if mistake == ("wrong_scale", "factor") and not abs(value) > 1e-6:
         return None  # scores multiplied by 0 are not used at all: that is not a scale
+    if mistake in mistakes.NEGATIVE and not value < -1e-6:
+        return None  # a mask added with the other sign is the other mistake (mistakes.ADDITIVE)
     return value if math.isfinite(value) else None
 
 
@@ -353,7 +373,7 @@ def _named_variant(bug_id: str, variant: str | None, values: dict) -> str | None
     if (bug_id, variant) != ("wrong_scale", "factor"):
         return variant
     for name, formula in SCALES.items():
-        if all(math.isclose(v, formula(d, d // h, h), rel_tol=1e-6) for (d, h), v in values.items()):
+        if all(math.isclose(v, formula(d, d // h, h), rel_tol=1e-6) for (d, h, *_), v in values.items()):
             return name
     return "constant"
 
@@ -362,16 +382,18 @@ def _match_evidence(combo, values: dict, wrong: list[Observed], observed: list[O
     names = " and ".join(f"{i} ({v})" for i, v in combo)
     fitted = ""
     if values:
-        what = "the scores are multiplied by" if combo[0][0] == "wrong_scale" else "masked scores are set to"
+        what = ("the scores are multiplied by" if combo[0][0] == "wrong_scale" else
+                 "the scores get added" if combo[0] in mistakes.ADDITIVE or combo[0][1] in mistakes.ADDITIVE
+                 else "masked scores are set to")
         if len({round(v, 9) for v in values.values()}) == 1:
             shown = f"{next(iter(values.values())):.6g}" + (
                 " at every shape (expected 1/sqrt(head_dim): " + ", ".join(
-                    f"{1 / math.sqrt(d // h):.6g} at dim={d}, n_heads={h}" for d, h in values) + ")"
+                    f"{1 / math.sqrt(d // h):.6g} at dim={d}, n_heads={h}" for d, h, *_ in values) + ")"
                 if combo[0][0] == "wrong_scale" else "")
         else:
-            shown = "; ".join(f"{v:.6g} at dim={d}, n_heads={h}" + (
+            shown = "; ".join(f"{v:.6g} at dim={d}, n_heads={h}" + "".join(f", {t}" for t in dtype) + (
                 f" (expected 1/sqrt(head_dim) = {1 / math.sqrt(d // h):.6g})" if combo[0][0] == "wrong_scale" else "")
-                for (d, h), v in values.items())
+                for (d, h, *dtype), v in values.items())
         fitted = f"; fitted to your output, {what} {shown}"
     # Show the probe where the output is furthest from the correct layer's.
     worst = max(wrong, key=lambda o: _gap(o.out, o.correct))
@@ -389,12 +411,17 @@ def _where_it_shows(wrong: list[Observed], observed: list[Observed], combo, valu
     only at the shapes it was fitted at (where the output is wrong): elsewhere it has no value, and
     the output there being right says nothing against it."""
     fitted = any(m == mistake for m in combo for mistake, _grid in mistakes.FITTED)
-    right = sorted({(o.probe.dim, o.probe.heads) for o in observed} - set(values)) if fitted else []
+    shapes = {key[:2] for key in values}
+    right = sorted({(o.probe.dim, o.probe.heads) for o in observed} - shapes) if fitted else []
     if right:
-        shows = ", ".join(f"({d}, {h})" for d, h in sorted(values))
+        shows = ", ".join(f"({d}, {h})" for d, h in sorted(shapes))
         fine = ", ".join(f"({d}, {h})" for d, h in right)
         return f" (it shows only at (dim, n_heads) = {shows}: at {fine} your output is right)"
-    changed = {id(o): ~_rows_equal(_model(o, combo, values.get((o.probe.dim, o.probe.heads))), o.correct,
+
+    def fitted_at(o):  # a value fitted per dtype, else the shape's (a dtype where the output is right)
+        return values.get(_key(o, combo[0]), values.get((o.probe.dim, o.probe.heads)))
+
+    changed = {id(o): ~_rows_equal(_model(o, combo, fitted_at(o)), o.correct,
                                    o.probe.dtype) for o in observed}   # (B, T): where the model differs
     differs = [o for o in observed if changed[id(o)].any()]
     rows = [(~_rows_equal(o.out, o.correct, o.probe.dtype), changed[id(o)]) for o in wrong]
@@ -548,16 +575,73 @@ def _autograd(student, found: Diagnosis, *_):
                   f"1e-6 to 1e-1: part of forward is hidden from autograd")
 
 
+DRAWS = 8   # training-mode calls: 8 x 4 sequences x 4 heads, so dropout of 1 in 10 heads shows at once
+
+
 def _training_mode(student, found: Diagnosis, *_):
+    """Dropout seen in training mode: calls with the same input that differ from each other, or
+    from eval mode by one factor (the 1/(1-p) rescale of the kept values, there even when a draw
+    drops nothing). The output projection is set to the identity, so the output is the heads'
+    output and the evidence can say what was dropped: single weights, whole rows, whole heads."""
     if "nondeterministic_dropout" in found.ids():
         return
-    module = student.new(DIM, HEADS, train=True)
-    x = random_input(2, 6, DIM, seed=907)
-    first, second = module.map([(x,), (x,)])
-    if not _same(first, second):
-        found.add("nondeterministic_dropout", "training_mode",
-                  f"in training mode two calls with the same input differ by up to "
-                  f"{(first - second).abs().nan_to_num(nan=0).max().item():.3g}; in eval mode they agree")
+    weights = reference.random_weights(DIM, seed=907)
+    weights.update({"proj.weight": torch.eye(DIM, dtype=torch.float64), "proj.bias": torch.zeros(DIM, dtype=torch.float64)})
+    x = random_input(4, 6, DIM, seed=907)
+    modules = []
+    for train in (True, False):
+        modules.append(student.new(DIM, HEADS, train=train))
+        modules[-1].set_params(weights)
+    draws = [d.double() for d in modules[0].map([(x,)] * DRAWS)]
+    calm = modules[1].map([(x,)])[0].double()
+    if all(_same(d, calm) for d in draws) or any(d.shape != calm.shape for d in draws):
+        return
+    random = any(not _same(d, draws[0]) for d in draws[1:])
+    pattern, factor = _dropped(draws, calm)
+    if not random and factor is None:
+        return  # training mode computes something else, the same every time: not dropout
+    parts = [f"{sum(not _same(d, calm) for d in draws)} of {DRAWS} training-mode calls with the same "
+             f"input differ from eval mode" + (" and from each other" if random else "")]
+    if factor is not None:
+        parts.append(f"the values kept are scaled by {factor:.4g} = 1/(1 - p) with p = {1 - 1 / factor:.3g}, "
+                     f"dropout's rescale")
+    if pattern:
+        parts.append(f"what is dropped: {pattern}")
+    found.add("nondeterministic_dropout", "training_mode", "; ".join(parts))
+
+
+def _dropped(draws: list[torch.Tensor], calm: torch.Tensor) -> tuple[str, float | None]:
+    """What dropout removed, from the heads' outputs (B, T, dim) in training and in eval mode: whole
+    heads of one sequence, single rows (one position of one head), or single attention weights (a row
+    that is neither zero nor its eval value scaled); and the factor the kept rows are scaled by."""
+    B, T, _ = calm.shape
+    heads = lambda t: t.reshape(B, T, HEADS, DIM // HEADS)   # noqa: E731  (B, T, H, head_dim)
+    ref = heads(calm)
+    zero_rows, mixed, ratios = [], False, []
+    for d in draws:
+        row = heads(d)
+        zero = (row.abs() < 1e-12).all(-1) & (ref.abs() > 1e-9).any(-1)                  # (B, T, H)
+        big = ref.abs() > 1e-6
+        ratio = torch.where(big, row / torch.where(big, ref, torch.ones(())), torch.full((), float("nan")))
+        level = ratio.nanmedian(dim=-1).values                                         # (B, T, H)
+        scaled = torch.isclose(ratio, level[..., None], rtol=1e-5, atol=0).logical_or(~big).all(-1)
+        mixed = mixed or bool((~zero & ~scaled).any())
+        ratios += level[~zero & scaled].tolist()
+        zero_rows.append(zero)
+    factors = sorted(r for r in ratios if math.isfinite(r))
+    factor = factors[len(factors) // 2] if factors else None
+    if factor is not None and not (abs(factor - 1) > 1e-6 and all(math.isclose(r, factor, rel_tol=1e-5) for r in factors)):
+        factor = None
+    zero = torch.stack(zero_rows)                                                      # (draws, B, T, H)
+    if mixed:
+        return "single attention weights (outputs that are neither dropped nor rescaled whole)", factor
+    if not zero.any():
+        return "", factor
+    whole = bool((zero.all(dim=2) == zero.any(dim=2)).all())   # per (draw, sequence, head): all T or none
+    shown = f"{int(zero.sum())} of {zero.numel()} (position, head) rows over {DRAWS} calls"
+    if whole:
+        return f"whole heads of one sequence at a time ({int(zero.any(dim=2).sum())} of {zero.numel() // T} (sequence, head) pairs over {DRAWS} calls)", factor
+    return f"single rows, one position of one head ({shown})", factor
 
 
 def device_advice(student) -> Finding | None:
@@ -576,12 +660,13 @@ def _devices(student, found: Diagnosis, *_):
     x = random_input(2, 6, DIM, seed=908)
     for args in ((x,), (x, reference.right_padding([6, 3], 6))):
         try:
-            module.shape_on("meta", *args)
+            module.shape_on("meta", *args, one_device=True)
         except StudentCodeError as err:
             if "device" in err.message and ("cpu" in err.message or "same device" in err.message):
                 found.add("mask_device_mismatch", None,
-                          f"with the module and its input on PyTorch's meta device (a stand-in for a GPU), "
-                          f"forward raised {err.describe()}")
+                          f"advice (it costs no points here): with the module and its input on PyTorch's meta "
+                          f"device, a stand-in for a GPU, and every torch operation checking that its tensors "
+                          f"share one device as a GPU does, forward raised {err.describe()}")
             return
 
 

@@ -8,7 +8,9 @@ A mistake is (bug id, variant). Rows with no key left to attend to come out as N
 softmax) or, with `empty_rows_zero`, as zero attention (what F.scaled_dot_product_attention gives).
 
 Mistakes with a free parameter (FITTED) take its value as `value`: the factor the scores are scaled
-by, or the number masked scores are set to. The diagnosis fits it to the student's output.
+by, the number masked scores are set to, or the number a mask adds to the scores (ADDITIVE). The
+diagnosis fits it to the student's output. Realisations are covered by a parameter, not listed one
+by one: every order of the merged axes (MERGES), any additive constant of either sign.
 """
 from __future__ import annotations
 
@@ -19,6 +21,16 @@ import torch
 
 Mistake = tuple[str, str]
 
+# The heads' output (B, H, T, hd) permuted and read as (B, T, dim): every order of the four axes but
+# the right one (B, T, H, hd), by the axes it puts first. Four have names of their own.
+AXES = "BHTd"
+NAMED_MERGES = {(0, 1, 2, 3): "no_transpose", (0, 2, 3, 1): "hd_major", (2, 0, 1, 3): "time_major",
+                (0, 1, 3, 2): "positions_last"}
+MERGES: dict[tuple[int, ...], str] = {
+    perm: NAMED_MERGES.get(perm, "read_as_" + "".join(AXES[i] for i in perm))
+    for perm in itertools.permutations(range(4)) if perm != (0, 2, 1, 3)}
+MERGE_ORDER = {name: perm for perm, name in MERGES.items()}
+
 # Each slot holds mutually exclusive variants; a pair of mistakes takes two different slots.
 SLOTS: dict[str, list[Mistake]] = {
     "causal": [("no_causal_mask", "missing"), ("causal_mask_off_by_one", "excludes_self"),
@@ -26,23 +38,28 @@ SLOTS: dict[str, list[Mistake]] = {
                ("causal_mask_off_by_one", "offset_-2"), ("mask_after_softmax", "zeroed_after"),
                ("mask_after_softmax", "causal_zeroed_after"), ("fixed_max_length", "open_past_16"),
                ("fixed_max_length", "open_past_32")],
-    "fill": [("mask_fill_not_neg_inf", "zero"), ("mask_fill_not_neg_inf", "causal_zero")],
+    "fill": [("mask_fill_not_neg_inf", "zero"), ("mask_fill_not_neg_inf", "causal_zero"),
+             ("mask_fill_not_neg_inf", "row_min"), ("mask_fill_not_neg_inf", "row_mean"),
+             ("mask_fill_not_neg_inf", "tensor_min")],
     "scale": [("wrong_scale", "sqrt_dim"), ("wrong_scale", "none"), ("wrong_scale", "multiplied"),
               ("wrong_scale", "head_dim_not_sqrt"), ("wrong_scale", "after_softmax")],
     "qkv": [("qkv_order", "k_q_v"), ("qkv_order", "q_v_k"), ("qkv_order", "v_k_q"),
             ("qkv_order", "k_v_q"), ("qkv_order", "v_q_k"), ("qkv_order", "interleaved_per_head")],
     "split": [("wrong_head_split", "no_transpose"), ("wrong_head_split", "strided"),
               ("wrong_head_split", "strided_merged_contiguous"), ("wrong_head_split", "feature_major")],
-    "merge": [("wrong_head_merge", "no_transpose"), ("wrong_head_merge", "hd_major"),
-              ("wrong_head_merge", "time_major"), ("wrong_head_merge", "positions_last")],
+    "merge": [("wrong_head_merge", name) for name in MERGES.values()],
     "softmax": [("softmax_wrong_dim", "queries"), ("softmax_wrong_dim", "heads")],
     "padding": [("padding_ignored", "ignored"), ("padding_inverted", "inverted"),
                 ("padding_on_queries", "queries")],
     "proj": [("missing_output_projection", "missing")],
 }
 SINGLES: list[Mistake] = [m for variants in SLOTS.values() for m in variants]
+# Pairs take the merges with a name only, and the constant fills: a second mistake beside a rare
+# order of axes or a fill from the data is not worth the models every unexplained output would cost.
+PAIRED = {**SLOTS, "merge": [("wrong_head_merge", name) for name in NAMED_MERGES.values()],
+          "fill": SLOTS["fill"][:2]}
 PAIRS: list[tuple[Mistake, Mistake]] = [
-    (a, b) for (slot_a, va), (slot_b, vb) in itertools.combinations(SLOTS.items(), 2)
+    (a, b) for (slot_a, va), (slot_b, vb) in itertools.combinations(PAIRED.items(), 2)
     for a in va for b in vb]
 PADDING_ONLY = {m for m in SLOTS["padding"]}  # invisible without a mask
 # Fitted singles: (mistake, grid of starting values for the fit).
@@ -50,15 +67,30 @@ FITTED: list[tuple[Mistake, tuple[float, ...]]] = [
     (("wrong_scale", "factor"), tuple(10 ** (k / 4) for k in range(-12, 13))),
     (("mask_fill_not_neg_inf", "value"), (-1e4, -1e3, -300, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10, 100)),
     (("mask_fill_not_neg_inf", "causal_value"), (-1e4, -1e3, -300, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10)),
+    (("mask_fill_not_neg_inf", "padding_value"), (-1e4, -1e3, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10)),
+    # Masks added to the scores (see ADDITIVE): a constant of any size, the dtype's most negative
+    # number included (Hugging Face's mask * finfo.min).
+    (("mask_fill_not_neg_inf", "additive"), (-1e4, -1e3, -100, -30, -10, -3, -1, -0.3)),
+    (("mask_fill_not_neg_inf", "padding_additive"), (-1e3, -100, -30, -10, -3, -1, -0.3)),
+    (("padding_inverted", "additive"), (-1.79e308, -3.4e38, -1e30, -1e9, -1e4, -1e3, -100, -30, -10, -3, -1)),
 ]
+# Fitted masks whose parameter is a number added to the scores: which keys get it, by mask part,
+# and whether the keys a mask blocks get it or the ones it keeps. The number is negative: a softmax
+# does not see a number added to a whole row, so +c on the blocked keys is -c on the kept ones (the
+# inverted mask), and 0 is no mask at all.
+ADDITIVE = {"additive": ("both", "blocked"), "padding_additive": ("padding", "blocked"),
+            ("padding_inverted", "additive"): ("padding", "kept")}
+NEGATIVE = {("mask_fill_not_neg_inf", "additive"), ("mask_fill_not_neg_inf", "padding_additive"),
+            ("padding_inverted", "additive")}
 # The causal mask's diagonal: tril(offset) is what position t may attend to.
 OFFSETS = {"excludes_self": -1, "includes_next": 1, "offset_+2": 2, "offset_-2": -2}
 
 
 def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor | None,
-              mistakes=(), *, empty_rows_zero: bool = False, value=None) -> torch.Tensor:
+              mistakes=(), *, empty_rows_zero: bool = False, value=None, dtype: str = "float64") -> torch.Tensor:
     """Output (B, T, dim) in float64 of attention with these mistakes; `value`: a fitted mistake's
-    parameter (a float or a 0-d float64 tensor)."""
+    parameter (a float or a 0-d float64 tensor); `dtype`: the one a mask added to the scores is
+    added in (a large constant wipes out the scores in float32 sooner than in float64)."""
     on = dict(mistakes)
     x = x.double()
     B, T, C = x.shape
@@ -100,6 +132,29 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
         allowed = allowed | (torch.arange(T) >= int(on["fixed_max_length"].removeprefix("open_past_")))[None, :]
     allowed = allowed[None, None]                                                 # (1, 1, T, T)
     fill = on.get("mask_fill_not_neg_inf")
+    added = ADDITIVE.get(fill) or (ADDITIVE[("padding_inverted", "additive")]
+                                   if on.get("padding_inverted") == "additive" else None)
+    if added is not None:
+        part, which = added
+        keys = allowed if part == "both" else torch.ones_like(allowed)
+        if mask is not None:
+            keys = keys & mask[:, None, None, :]
+        if which == "blocked":
+            keys = ~keys
+        real = getattr(torch, dtype)
+        number = torch.as_tensor(value, dtype=torch.float64).clamp(min=torch.finfo(real).min).to(real)
+        s = (s.to(real) + torch.where(keys, number, torch.zeros((), dtype=real))).double()
+        allowed = allowed if part == "padding" else torch.ones_like(allowed)
+        mask = None
+    elif fill in ("row_min", "row_mean", "tensor_min"):  # masked scores set to a statistic of the scores
+        stat = {"row_min": lambda: s.amin(-1, keepdim=True), "row_mean": lambda: s.mean(-1, keepdim=True),
+                "tensor_min": lambda: s.amin()}[fill]()
+        if mask is not None:
+            allowed = allowed & mask[:, None, None, :]
+        s, allowed, mask = torch.where(allowed, s, stat), torch.ones_like(allowed), None
+    elif fill == "padding_value" and mask is not None:  # padding scores set to a number, causal done right
+        s = torch.where(mask[:, None, None, :], s, torch.as_tensor(value, dtype=s.dtype))
+        mask = None
     if fill in ("causal_zero", "causal_value"):  # future scores set to a number, padding done right
         s = torch.where(allowed, s, torch.as_tensor(0.0 if fill == "causal_zero" else value, dtype=s.dtype))
         allowed = torch.ones_like(allowed)
@@ -108,7 +163,7 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
     if after == "causal_zeroed_after":  # padding masked before the softmax, the causal part after it
         causal_after, allowed = allowed, torch.ones_like(allowed)
     if mask is not None:
-        if "padding_inverted" in on:
+        if on.get("padding_inverted") == "inverted":
             allowed = allowed & ~mask[:, None, None, :]
         elif "padding_on_queries" in on:
             allowed = allowed & mask[:, None, :, None]
@@ -129,16 +184,7 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
         w = w / math.sqrt(hd)
     o = w @ v                                                                     # (B, H, T, hd)
     merge = on.get("wrong_head_merge") or ("hd_major" if split == "strided" else None)
-    if merge == "no_transpose":
-        o = o.reshape(B, T, C)
-    elif merge == "hd_major":
-        o = o.permute(0, 2, 3, 1).reshape(B, T, C)
-    elif merge == "time_major":  # (T, B, H, hd) read as (B, T, dim): sequences mixed
-        o = o.permute(2, 0, 1, 3).reshape(B, T, C)
-    elif merge == "positions_last":  # (B, H, hd, T) read as (B, T, dim)
-        o = o.transpose(2, 3).reshape(B, T, C)
-    else:
-        o = o.transpose(1, 2).reshape(B, T, C)
+    o = o.permute(*MERGE_ORDER.get(merge, (0, 2, 1, 3))).reshape(B, T, C)
     if "missing_output_projection" in on:
         return o
     return o @ weights["proj.weight"].T + weights["proj.bias"]

@@ -77,8 +77,7 @@ def attends(student, draws, label, *, first: list | None = None) -> str | None:
             for key in ("qkv.weight", "qkv.bias"):
                 if key in weights:
                     weights[key][v_rows] = fresh[key][v_rows]
-            module.set_params(weights)
-            out = module(x)
+            out = module.call_with(weights, x)
             if tuple(out.shape) != (B, T, dim):
                 return f"its output has shape {tuple(out.shape)} for an input of shape {(B, T, dim)}"
             outs.append(out.double())
