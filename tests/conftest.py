@@ -1,71 +1,20 @@
-"""Helpers for the project's own tests: run the real `grade` CLI on real files."""
+"""pytest's fixtures and hooks for the project's tests; the code the tests share is in
+tests/support."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.grading import SUBMISSIONS, Batched, Graded, grade
+
 # tests/plugins holds an exercise package that test_plugins.py installs; its own tests are the
 # exercise's suite (run by the harness against a submission), not the project's.
 collect_ignore = ["plugins"]
-SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
-# Grades with the kernel's layers alone (grader.grading.KERNEL_LAYER_ONLY): for the tests of what the
-# sandbox's kernel layers hold (processes, limits, kernel state) where the audit layer in the
-# student's process would refuse the route first (tests/test_attacks.py grades those routes with it).
-KERNEL_LAYER = {"ATTENTION_GRADER_KERNEL_LAYER_ONLY": "1"}
-EXAMPLES = ROOT / "examples"
-# Every grading container and volume these tests make, through any `grade` they run, carries this
-# owner label (sandbox.docker.labels): a test that looks for leftovers sees only this session's,
-# never those of other grades on the machine.
-OWNER = os.environ.setdefault("GRADER_OWNER", f"tests-{os.getpid()}-{os.urandom(4).hex()}")
-
-
-def own_label() -> dict:
-    """The Docker filter for this session's containers and volumes."""
-    return {"label": f"attention-grader.owner={OWNER}"}
-
-
-@dataclass
-class Graded:
-    """One run of `grade FILE --json -`."""
-    exit_code: int
-    result: dict | None
-    terminal: str       # what a user sees (stderr, since the JSON went to stdout)
-    seconds: float
-
-    def group(self, name_part: str) -> tuple[float, float]:
-        """(score, max) summed over the tests whose group contains name_part."""
-        tests = [t for t in self.result["tests"] if name_part in t["group"]]
-        assert tests, f"no test group matches {name_part!r}"
-        return sum(t["score"] for t in tests), sum(t["max_score"] for t in tests)
-
-    def lost(self, name_part: str) -> bool:
-        score, most = self.group(name_part)
-        return score < most
-
-    def full(self, name_part: str) -> bool:
-        score, most = self.group(name_part)
-        return score == most
-
-
-def grade(path: Path, *extra: str, timeout: float = 240, env: dict | None = None, uid: int | None = None) -> Graded:
-    """Run the CLI the way a user does, with the JSON on stdout (`env`: variables to set for it;
-    `uid`: run it as that ordinary user, from a root test: tests.as_user)."""
-    from tests.as_user import command
-    started = time.monotonic()
-    argv = [sys.executable, "-m", "grader", str(path), "--json", "-", *extra]
-    proc = subprocess.run(argv if uid is None else command(uid, *argv),
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **env} if env else None)
-    result = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
-    return Graded(proc.returncode, result, proc.stderr, time.monotonic() - started)
 
 
 @pytest.fixture(scope="session")
@@ -79,14 +28,6 @@ def grade_cached():
             cache[key] = grade(path, *extra)
         return cache[key]
     return run
-
-
-@dataclass
-class Batched:
-    """One submission's result from a `grade batch` run (no terminal of its own)."""
-    result: dict
-
-    group, lost, full = Graded.group, Graded.lost, Graded.full
 
 
 @pytest.fixture(scope="session")
@@ -107,6 +48,35 @@ def corpus_graded(tmp_path_factory):
         folder, name = result["submission"]["name"].split("__", 1)
         results[f"{folder}/{name}"] = Batched(result)
     return results
+
+
+def pytest_collection_modifyitems(items):
+    """The tiers: a test not marked `unit` is `e2e`, so the fast lane (`-m unit`) holds only the
+    tests that say they run in this process."""
+    for item in items:
+        if item.get_closest_marker("unit") is None:
+            item.add_marker(pytest.mark.e2e)
+
+
+class _StartedAProcess(AssertionError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request, monkeypatch):
+    """A test marked `unit` that starts a program, forks or spawns fails at that call: the mark is
+    a promise the fast lane keeps, checked each time the test runs."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+
+    def refuse(*args, **kwargs):
+        raise _StartedAProcess(f"{request.node.nodeid} is marked unit but starts a process: mark it e2e instead")
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv", "execve", "execvp"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, refuse)
+    yield
 
 
 _ATTACK_OUTCOMES: list[dict] = []

@@ -33,13 +33,13 @@ import shutil
 import sysconfig
 import tempfile
 import time
-import unicodedata
 from pathlib import Path
 
 import pytest
 
-from tests.as_user import NOBODY
-from tests.conftest import KERNEL_LAYER, ROOT, SUBMISSIONS, grade, own_label
+from tests.support.as_user import NOBODY
+from tests.support.grading import KERNEL_LAYER, ROOT, SUBMISSIONS, grade, own_label
+from tests.support.printable import raw_text
 
 ATTACKS = SUBMISSIONS / "attacks"
 HEAD_ATTACKS = SUBMISSIONS / "head" / "attacks"
@@ -53,36 +53,6 @@ ATTACK_MARK = "attack-daemon"     # a process an attack started, whatever its en
 # The host's key for the grades' seeds (grader.keys), given as a course gives it: the attack and its
 # honest twin are graded with the draws of one key, and no key file is made in the grade's home.
 SEED = {"ATTENTION_GRADER_SEED_KEY": f"attack suite {os.urandom(8).hex()}"}
-# What must never reach a screen or a result file raw (written out here, not taken from the grader):
-# every character that prints nothing, by its Unicode category (controls but newline and tab,
-# format characters such as the bidi controls, zero-width spaces, the soft hyphen, tag characters
-# and the BOM; surrogates, private use, unassigned; the line and paragraph separators), and the
-# fillers and variation selectors that print nothing though Unicode calls them letters or marks.
-FILLERS = re.compile("[\u034f\u115f\u1160\u3164\uffa0\ufe00-\ufe0f\U000e0100-\U000e01ef]")
-
-
-def hidden(text: str) -> bool:
-    """Whether `text` holds a character that prints nothing (see FILLERS)."""
-    return any((unicodedata.category(ch)[0] == "C" and ch not in "\n\t") or unicodedata.category(ch) in ("Zl", "Zp")
-               for ch in text if not ("\x20" <= ch <= "\x7e")) or bool(FILLERS.search(text))
-
-
-def raw_text(result: dict | None, terminal: str) -> list[str]:
-    """The strings of the terminal text and the result that hold a character that prints nothing."""
-    found = [terminal] if hidden(terminal.replace("\r\n", "\n")) else []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                walk(key)
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-        elif isinstance(node, str) and hidden(node):
-            found.append(node)
-    walk(result)
-    return [repr(text[:300]) for text in found]
 
 
 def attack_header(path: Path) -> tuple[str, list[str]]:
@@ -261,6 +231,7 @@ def honest_score(tmp_path_factory):
     return score
 
 
+@pytest.mark.unit
 def test_the_corpus_has_at_least_15_distinct_attacks():
     assert len(list(ATTACKS.glob("*.py"))) >= 15
     for path in ATTACKS.glob("*.py"):

@@ -1,60 +1,22 @@
 """`grade batch`: a class regraded through the real CLI, in warm sandboxes, on real files."""
 from __future__ import annotations
 
-import csv
 import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import exercise as exercises
-from tests.conftest import EXAMPLES, KERNEL_LAYER, SUBMISSIONS, own_label
+from tests.support.batching import OWN_TMP, SANDBOXES, BatchRun, batch, start_batch
+from tests.support.grading import EXAMPLES, KERNEL_LAYER, SUBMISSIONS, own_label
 
-SANDBOXES = [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
 ISOLATION = SUBMISSIONS / "isolation"
 ATTACKS = SUBMISSIONS / "attacks"
-
-
-@dataclass
-class BatchRun:
-    exit_code: int
-    output: str
-    out: Path
-
-    def gradebook(self) -> dict[str, dict]:
-        with open(self.out / "gradebook.csv", newline="") as f:
-            return {row["submission"]: row for row in csv.DictReader(f)}
-
-    def index(self) -> dict:
-        return json.loads((self.out / "index.json").read_text())["submissions"]
-
-    def result(self, key: str) -> dict:
-        return json.loads((self.out / self.index()[key]["result_file"]).read_text())
-
-
-# The batches of this session keep their temporary files here (TMPDIR): every process they start
-# inherits it, which tells them from the grades that anything else on the machine runs meanwhile.
-OWN_TMP = Path(tempfile.mkdtemp(prefix="batch-tests-"))
-ENV = {**os.environ, "COLUMNS": "120", "TMPDIR": str(OWN_TMP)}
-
-
-def batch(folder: Path, out: Path, *extra: str, timeout: float = 600, env: dict | None = None) -> BatchRun:
-    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=timeout, env={**ENV, **(env or {})})
-    return BatchRun(proc.returncode, proc.stdout + proc.stderr, out)
-
-
-def start_batch(folder: Path, out: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
 
 
 def servers_of(pid: int) -> list[int]:
@@ -167,6 +129,7 @@ def test_a_rerun_grades_only_new_or_changed_submissions(tmp_path):
     assert forced.exit_code == 0 and "graded 4, kept 0" in forced.output, forced.output
 
 
+@pytest.mark.unit
 def test_the_grading_key_follows_the_tests_and_their_points(tmp_path):
     ex = exercises.get()
     copy = tmp_path / "exercise"

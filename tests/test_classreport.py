@@ -16,6 +16,8 @@ from grader.classreport import (
     write_html,
 )
 
+pytestmark = pytest.mark.unit  # the whole module runs in this process (the fast lane)
+
 HOSTILE = "<script>alert(1)</script>.py"
 FORMULA = "=cmd|' /C calc'!A0.py"
 

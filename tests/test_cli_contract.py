@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import EXAMPLES, grade
+from tests.support.grading import EXAMPLES, grade
 
 CORRECT = EXAMPLES / "correct.py"
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, SUBMISSIONS
-from tests.queueing import program
-from tests.test_batch import ENV, BatchRun, batch
+from tests.support.batching import ENV, BatchRun, batch, batch_without_sandbox, section
+from tests.support.grading import EXAMPLES, SUBMISSIONS
+from tests.support.queueing import program
 
 CORRECT = SUBMISSIONS / "correct"
 CLUSTERS = SUBMISSIONS / "clusters"
@@ -111,12 +111,6 @@ def graded(tmp_path_factory):
     run = batch(root / "class", root / "out", "--jobs", "2")
     assert run.exit_code == 0, run.output
     return root, run
-
-
-def section(report: str, heading: str) -> str:
-    start = re.search(rf"<h2[^>]*>{heading}", report).start()
-    end = report.find("<h2", start + 4)
-    return report[start:end if end > 0 else None]
 
 
 # --- course files ---------------------------------------------------------------------------------
@@ -229,23 +223,6 @@ def test_exercises_lists_the_groups_a_course_sets():
 
 
 # --- rescoring from stored runs -------------------------------------------------------------------
-
-NO_SANDBOX = ("import os, sys, grader.pool as pool\n"
-              "def refuse(*a, **k):\n"
-              "    print('a sandbox was started', file=sys.stderr, flush=True)\n"
-              "    os._exit(3)\n"
-              "pool.Pool._new_slot = refuse\n"
-              "from grader.cli import main\n"
-              "sys.argv[0] = 'grade'\n"
-              "main()\n")
-
-
-def batch_without_sandbox(folder: Path, out: Path, *extra: str) -> BatchRun:
-    """`grade batch` with every way to a sandbox cut: a grade that needs one fails the run."""
-    proc = subprocess.run([sys.executable, "-c", NO_SANDBOX, "batch", str(folder), "--out", str(out), *extra],
-                          capture_output=True, text=True, timeout=300, env=ENV)
-    return BatchRun(proc.returncode, proc.stdout + proc.stderr, out)
-
 
 @pytest.fixture(scope="module")
 def reweighted(graded):
@@ -441,7 +418,7 @@ def test_grade_file_under_a_course(tmp_path):
     import hashlib
     course = tmp_path / "course.toml"
     course.write_text(PLATFORM_COURSE)
-    from tests.conftest import grade
+    from tests.support.grading import grade
     graded = grade(EXAMPLES / "correct.py", "--course", str(course))
     assert graded.exit_code == 0, graded.terminal
     assert graded.result["score"] == graded.result["max_score"] == 110
@@ -505,8 +482,9 @@ def test_a_template_is_left_out_of_the_comparison(graded, tmp_path):
     run = batch_without_sandbox(root / "class", tmp_path / "out", "--template", str(CORRECT / "einsum.py"))
     assert run.exit_code == 0, run.output
     after = section((tmp_path / "out" / "report.html").read_text(), "Similar submissions")
-    pairs = lambda part: {frozenset(html.unescape(n) for n in m) for m in re.findall(
-        r"<code>([^<]*)</code></a> and <a [^>]*><code>([^<]*)</code>", part)}
+    def pairs(part: str) -> set[frozenset[str]]:
+        return {frozenset(html.unescape(n) for n in m) for m in re.findall(
+            r"<code>([^<]*)</code></a> and <a [^>]*><code>([^<]*)</code>", part)}
     derived = frozenset({"einsum.py", "half_output__einsum.py"})
     assert derived in pairs(before) and derived not in pairs(after)
     assert frozenset({"einsum.py", "zoe.py"}) in pairs(after) and "identical files" in after

@@ -2,7 +2,7 @@
 own id, two-bug files get both, correct files get none, and an unknown mistake gets an honest note."""
 import pytest
 
-from tests.conftest import SUBMISSIONS, grade
+from tests.support.grading import SUBMISSIONS, grade
 
 BUGGY = sorted((SUBMISSIONS / "buggy").glob("*.py"))
 UNKNOWN = sorted((SUBMISSIONS / "unknown").glob("*.py"))
@@ -13,6 +13,7 @@ def declared(path) -> set[str]:
     return {i.strip() for i in first.removeprefix("# bug:").split(",") if i.strip() not in ("", "trivial")}
 
 
+@pytest.mark.unit
 def test_the_corpus_is_large_enough():
     from exercise.causal_self_attention.catalog import CATALOG
     counts = {bug_id: sum(bug_id in declared(p) for p in BUGGY if not p.name.startswith("pair__"))
@@ -89,6 +90,7 @@ SHOWING = {("wrong_scale", "factor"): 0.5, ("mask_fill_not_neg_inf", "value"): -
            ("padding_inverted", "additive"): -1e9}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mistake", list(SHOWING), ids=lambda m: "-".join(m))
 def test_a_fitted_mistake_at_some_shapes_only_is_named_and_localised(mistake):
     """A fitted mistake that shows at the first probe shape and not at the second (an integer
@@ -140,6 +142,8 @@ def _named(observed):
     return match
 
 
+@pytest.mark.slow
+@pytest.mark.unit
 def test_the_padded_probes_put_the_full_sequence_first_in_the_middle_and_last():
     """A mask skipped when the batch's first sequence is full is failed by the tests; the probes
     must meet it with the first sequence full, and also with the full one in the middle and last."""
@@ -156,6 +160,8 @@ def test_the_padded_probes_put_the_full_sequence_first_in_the_middle_and_last():
     assert combo == (("padding_ignored", "ignored"),)
 
 
+@pytest.mark.slow
+@pytest.mark.unit
 def test_every_order_of_the_merged_axes_is_named_with_its_order():
     """Fit, don't enumerate: the heads' output (B, H, T, hd) read as (B, T, dim) after any of the 23
     wrong orders of its axes is named wrong_head_merge, with the order it was read in."""
@@ -193,6 +199,7 @@ def _hugging_face_padding_forgotten_one_minus(weights, heads, probe):
     return out @ w["proj.weight"].T + w["proj.bias"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("realisation, expected", [
     (_hugging_face_padding_forgotten_one_minus, ("padding_inverted", "additive")),
     (("mask_fill_not_neg_inf", "additive", -1.0), ("mask_fill_not_neg_inf", "additive")),   # SDPA given a float keep-mask
@@ -284,6 +291,7 @@ def _drop_rows(y, training, p=0.05):
     return y * torch.bernoulli(torch.full((*y.shape[:3], 1), 1 - p, dtype=y.dtype)) / (1 - p)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("drop, shown", [
     (_drop_head, "whole heads of one sequence"), (_drop_rows, "single rows"),
     (lambda y, training: torch_dropout(y, 0.02, training), "single attention weights"),
@@ -292,8 +300,9 @@ def test_training_mode_dropout_is_found_with_its_rescale_and_what_it_drops(drop,
     """Dropout of 1 in 10 (sequence, head) pairs is found every time: 8 training-mode calls of 4
     sequences x 4 heads, and the 1/(1-p) rescale against eval mode; the evidence says p and what
     is dropped."""
-    from exercise.causal_self_attention import diagnosis
     import torch
+
+    from exercise.causal_self_attention import diagnosis
     for seed in range(5):
         torch.manual_seed(seed)
         found = diagnosis.Diagnosis()
@@ -308,6 +317,7 @@ def torch_dropout(y, p, training):
     return torch.nn.functional.dropout(y, p, training)
 
 
+@pytest.mark.unit
 def test_training_mode_without_dropout_is_not_named():
     from exercise.causal_self_attention import diagnosis
     found = diagnosis.Diagnosis()
@@ -315,6 +325,7 @@ def test_training_mode_without_dropout_is_not_named():
     assert found.findings == []
 
 
+@pytest.mark.unit
 def test_the_device_stand_in_checks_every_operation_as_a_gpu_does():
     """The meta device's in-place masked_fill_ and += take a CPU tensor without a word (CUDA's raise);
     in the worker's one-device mode they raise as on a GPU, while a 0-dim CPU tensor, which a GPU

@@ -14,7 +14,7 @@ import time
 import docker
 import pytest
 
-from tests.conftest import EXAMPLES, KERNEL_LAYER, SUBMISSIONS, grade, own_label
+from tests.support.grading import EXAMPLES, KERNEL_LAYER, SUBMISSIONS, grade, own_label
 
 pytestmark = pytest.mark.docker
 CORRECT = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()

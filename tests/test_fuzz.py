@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SUBMISSIONS, grade
+from tests.support.grading import SUBMISSIONS, grade
 
 TEMPLATE = SUBMISSIONS / "fuzz" / "random_answers.py"
 SEEDS = {"local": range(1, 9), "docker": range(101, 104)}

@@ -6,7 +6,7 @@ is 0 there), a padding bug cannot change a real position under right padding, an
 """
 import pytest
 
-from tests.conftest import EXAMPLES, SUBMISSIONS
+from tests.support.grading import EXAMPLES, SUBMISSIONS
 
 LAYERS, SHAPE, WORKED, MHA = "test_layers", "test_output_shape", "test_equal_scores", "test_matches_multihead"
 PAD_MHA, ALL_TRUE, PAD_LEAK = "test_padding_matches", "test_all_true_mask", "test_padded_inputs"
@@ -72,6 +72,7 @@ BUGGY = [p for p in sorted((SUBMISSIONS / "buggy").glob("*.py")) if expectation(
 BUGGY += [EXAMPLES / "mask_after_softmax.py", EXAMPLES / "padding_ignored.py"]
 
 
+@pytest.mark.unit
 def test_every_expectation_is_exercised():
     used = {max((p for p in EXPECTED if f.name.startswith(p)), key=len) for f in BUGGY}
     assert used == set(EXPECTED)

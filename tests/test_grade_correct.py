@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from tests.conftest import EXAMPLES, SUBMISSIONS, grade
+from tests.support.grading import EXAMPLES, SUBMISSIONS, grade
 
 CORRECT = sorted((SUBMISSIONS / "correct").iterdir()) + [EXAMPLES / "correct.py", EXAMPLES / "notebook.ipynb"]
 

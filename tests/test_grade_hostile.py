@@ -1,6 +1,6 @@
 """Code that exits, hangs or floods its output still gets a result, within the time limit, and only
 the tests it broke fail. What this grade does not cover (attacks on the score) is the attack suite's."""
-from tests.conftest import SUBMISSIONS, grade
+from tests.support.grading import SUBMISSIONS, grade
 
 HOSTILE = SUBMISSIONS / "hostile"
 

@@ -1,7 +1,7 @@
 """Submissions that cannot be graded are rejected with score 0 and a message that says what and where."""
 import pytest
 
-from tests.conftest import SUBMISSIONS, grade
+from tests.support.grading import SUBMISSIONS, grade
 
 MALFORMED = SUBMISSIONS / "malformed"
 

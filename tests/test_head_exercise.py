@@ -18,7 +18,7 @@ import torch
 
 from exercise.causal_attention_head import diagnosis, mistakes, reference
 from exercise.causal_attention_head.catalog import CATALOG
-from tests.conftest import SUBMISSIONS, grade
+from tests.support.grading import SUBMISSIONS, grade
 
 NAME = "causal-attention-head"
 HEAD = SUBMISSIONS / "head"
@@ -51,6 +51,7 @@ def head_graded(tmp_path_factory) -> dict[str, dict]:
     return results
 
 
+@pytest.mark.unit
 def test_the_corpus_covers_the_catalog():
     assert len(CORRECT) >= 8
     counts = {bug_id: sum(bug_id in declared(p) for p in BUGGY) for bug_id in CATALOG}
@@ -129,11 +130,13 @@ def _probe_inputs():
     return [reference.random_qkv(B, T, d, seed=900 + i) for i, (B, T, d) in enumerate(diagnosis.PROBES)]
 
 
+@pytest.mark.unit
 def test_the_hand_written_reference_is_sdpa():
     for qkv in _probe_inputs():
         assert diagnosis._same(mistakes.attention(*qkv), reference.attention(*qkv))
 
 
+@pytest.mark.unit
 def test_every_mistake_model_is_wrong_and_tells_itself_apart_on_the_probes():
     """So that a match names one mistake: no model equals the correct answers or another bug's."""
     inputs = _probe_inputs()
@@ -149,6 +152,7 @@ def test_every_mistake_model_is_wrong_and_tells_itself_apart_on_the_probes():
                 assert not all(diagnosis._same(a, b) for a, b in zip(answers, theirs)), (m, other)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("factor,name", [(1.0, "none"), ("1/d", "head_dim_not_sqrt"), ("sqrt", "multiplied"),
                                          (0.7, "constant")])
 def test_a_scale_is_read_off_the_weights_and_named(factor, name):
@@ -188,6 +192,7 @@ def _masked(q, k, scale, allowed_offset=0):
     return scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(allowed_offset), float("-inf"))
 
 
+@pytest.mark.unit
 def test_a_mistake_taken_only_past_some_length_is_named_where_it_shows():
     """No mask only past T = 32: wrong at the one long probe, right at the others (where the
     no-mask model would differ too); named, with where it shows, and never at the right probes."""
@@ -201,6 +206,7 @@ def test_a_mistake_taken_only_past_some_length_is_named_where_it_shows():
     assert "it shows only where T > 12" in found.findings[0]["evidence"]
 
 
+@pytest.mark.unit
 def test_a_branch_on_the_batch_size_is_named_and_a_right_answer_names_nothing():
     def batched(q, k, v):
         w = _masked(q, k, q.shape[-1] ** -0.5).softmax(-1)
@@ -212,6 +218,7 @@ def test_a_branch_on_the_batch_size_is_named_and_a_right_answer_names_nothing():
     assert _diagnosed(lambda q, k, v: reference.attention(q, k, v)).findings == []
 
 
+@pytest.mark.unit
 def test_a_row_loop_over_the_keys_before_t_is_the_excludes_self_off_by_one():
     def keys_before(q, k, v):
         w = _masked(q, k, q.shape[-1] ** -0.5, -1).softmax(-1).nan_to_num(nan=0.0)   # row 0: empty softmax
@@ -220,6 +227,7 @@ def test_a_row_loop_over_the_keys_before_t_is_the_excludes_self_off_by_one():
     assert found.ids() == {"causal_mask_off_by_one"} and found.findings[0]["variant"] == "excludes_self_empty_row"
 
 
+@pytest.mark.unit
 def test_unscaled_weights_with_the_output_divided_are_fitted_apart():
     def output_divided(q, k, v):
         w = _masked(q, k, 1.0).softmax(-1)
@@ -232,6 +240,7 @@ def test_unscaled_weights_with_the_output_divided_are_fitted_apart():
     assert found.findings == [] and "no mistake in the catalog" in found.unexplained
 
 
+@pytest.mark.unit
 def test_masked_scores_times_the_lower_triangle_is_nan_from_the_mask():
     def times_tril(q, k, v):
         T = q.shape[1]
@@ -274,6 +283,7 @@ def _autograd_diagnosed(fn) -> diagnosis.Diagnosis:
     return found
 
 
+@pytest.mark.unit
 def test_a_backward_that_raises_is_named_by_what_happened_not_by_its_words():
     def inplace_on_query(q, k, v):
         q.div_(q.shape[-1] ** 0.5)                       # the caller's tensor, in place
@@ -293,6 +303,7 @@ def test_a_backward_that_raises_is_named_by_what_happened_not_by_its_words():
     assert found.ids() == {"breaks_autograd"} and found.findings[0]["variant"] == "backward_fails"
 
 
+@pytest.mark.unit
 def test_a_cut_graph_is_named_and_a_working_backward_is_not():
     def no_grad(q, k, v):
         with torch.no_grad():
@@ -309,6 +320,7 @@ def test_a_cut_graph_is_named_and_a_working_backward_is_not():
     assert _autograd_diagnosed(lambda q, k, v: by_hand(q, k, q)).findings == []
 
 
+@pytest.mark.unit
 def test_a_fitted_mistake_that_shows_at_some_shapes_is_fitted_only_there():
     """An integer square root for the scale: right where d_k is a square (4, 9, 16), wrong at 6 and 3,
     where the factor is read off (1/2 and 1); the probes where it is right have no value to check."""

@@ -19,9 +19,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, SUBMISSIONS, grade
-from tests.test_attacks import raw_text
-from tests.test_batch import SANDBOXES, batch
+from tests.support.batching import SANDBOXES, batch
+from tests.support.grading import EXAMPLES, ROOT, SUBMISSIONS, grade
+from tests.support.printable import raw_text
 
 ATTACKS = SUBMISSIONS / "attacks"
 CORRECT = (EXAMPLES / "correct.py").read_text()

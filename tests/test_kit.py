@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -23,9 +22,8 @@ import torch
 
 from grader import keys
 from grader import submission as submissions
-from sandbox.kit import (Draws, differs, finite_difference_jvps, gradient_agrees, read_matrix, softmax_fit,
-                         values_needed)
-from tests.conftest import SUBMISSIONS, grade
+from sandbox.kit import Draws, differs, finite_difference_jvps, gradient_agrees, read_matrix, softmax_fit, values_needed
+from tests.support.grading import SUBMISSIONS, grade
 
 CAUSAL = {T: torch.ones(T, T, dtype=torch.bool).tril() for T in range(1, 41)}
 
@@ -38,6 +36,7 @@ def softmax_weights(q, k, scale=1.0):
 
 # --- the seed and the draws ------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_draws_repeat_for_the_same_seed_and_label_and_differ_otherwise():
     a, b, c = Draws("seed-a"), Draws("seed-a"), Draws("seed-b")
     assert torch.equal(a.normal(2, 3, label=("x", 1)), b.normal(2, 3, label=("x", 1)))
@@ -47,6 +46,7 @@ def test_draws_repeat_for_the_same_seed_and_label_and_differ_otherwise():
     assert {a.choice((5, 6, 7), "T", i) for i in range(40)} == {5, 6, 7}
 
 
+@pytest.mark.unit
 def test_the_grade_seed_is_an_hmac_of_the_bytes_under_the_hosts_key(tmp_path, monkeypatch):
     monkeypatch.delenv(keys.SEED_KEY_ENV, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -98,6 +98,7 @@ def causal_attention(q, k, v):
 
 # --- comparisons and gradients ---------------------------------------------------------------
 
+@pytest.mark.unit
 def test_nan_never_equals_anything_unless_allowed_to_stay():
     a = torch.tensor([1.0, float("nan"), float("nan"), 2.0])
     b = torch.tensor([1.0, float("nan"), 3.0, float("nan")])
@@ -106,6 +107,7 @@ def test_nan_never_equals_anything_unless_allowed_to_stay():
     assert differs(a, b, atol=1e-9, rtol=0, nan_may_stay=stay).tolist() == [False, False, True, True]
 
 
+@pytest.mark.unit
 def test_finite_differences_confirm_a_true_gradient_and_refuse_a_hidden_one():
     w = torch.randn(4, 4, dtype=torch.float64)
     x = torch.randn(3, 4, dtype=torch.float64)
@@ -123,6 +125,7 @@ def test_finite_differences_confirm_a_true_gradient_and_refuse_a_hidden_one():
 
 # --- the read-out ----------------------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("T,d", [(1, 3), (6, 4), (9, 1), (17, 6), (40, 16)])
 def test_the_read_out_recovers_the_matrix_and_tells_attention_from_the_rest(T, d):
     g = torch.Generator().manual_seed(T * 100 + d)
@@ -150,6 +153,7 @@ def test_the_read_out_recovers_the_matrix_and_tells_attention_from_the_rest(T, d
         assert softmax_fit(W, scores, CAUSAL[T], atol=1e-7) is not None, name
 
 
+@pytest.mark.unit
 def test_a_matrix_that_changes_with_the_values_leaves_a_residual():
     g = torch.Generator().manual_seed(5)
     q, k = (torch.randn(1, 6, 4, generator=g, dtype=torch.float64) for _ in range(2))

@@ -7,7 +7,9 @@ import threading
 import time
 import uuid
 
-from tests.conftest import KERNEL_LAYER, SUBMISSIONS, grade
+import pytest
+
+from tests.support.grading import KERNEL_LAYER, SUBMISSIONS, grade
 
 CORRECT = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
 
@@ -24,7 +26,7 @@ def test_student_code_cannot_reach_a_server_on_this_machine(tmp_path):
         while not done.is_set():
             try:
                 accepted.append(server.accept())
-            except socket.timeout:
+            except TimeoutError:
                 continue
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
@@ -90,6 +92,7 @@ if len(_pids) > 20 or os.path.exists(f"/proc/{os.getppid()}/fd/0") and os.getppi
     assert result["score"] == 100
 
 
+@pytest.mark.unit
 def test_the_sandbox_code_stays_readable_when_the_project_lies_in_a_hidden_folder(tmp_path):
     """A checkout under /tmp (an editable install, on no import path) must not hide the worker's own
     code from it, while the exercise beside it stays hidden."""

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from grader import formats
-from grader import result as results_mod
 from sandbox.docker import labels
-from tests.conftest import EXAMPLES, ROOT, SUBMISSIONS
+from tests.support.grading import EXAMPLES, ROOT, SUBMISSIONS
+from tests.support.records import result_with_hidden_test
 
 GS_FORMATS = {"text", "simple_format", "html", "md", "ansi"}
 GS_VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
@@ -300,26 +300,11 @@ def test_prairielearn_external_grader_image_grades_the_mounted_folder(tmp_path):
 
 # ------------------------------------------------------------------------------ visibility, both formats
 
-def _result_with_hidden_test() -> results_mod.GradeResult:
-    bug = results_mod.Bug(id="wrong_scale", title="Scores scaled wrongly", explanation="e", fix="f",
-              affects=("test_hidden",))
-    tests = (
-        results_mod.TestResult(id="a", name="Shape", group="test_01::test_shape", group_title="Shape",
-                   status=results_mod.TestStatus.PASSED, score=40, max_score=40),
-        results_mod.TestResult(id="b", name="Values", group="test_02::test_hidden", group_title="Values",
-                   status=results_mod.TestStatus.FAILED, score=0, max_score=60, feedback="got 1 expected 2",
-                   bugs=("wrong_scale",), visibility=results_mod.Visibility.AFTER_DUE_DATE),
-    )
-    result = results_mod.GradeResult(exercise="causal-self-attention", submission_name="s.py", submission_sha256="0",
-                         status=results_mod.Status.GRADED, score=40, max_score=100, tests=tests, bugs=(bug,))
-    import dataclasses
-
-    from grader import render
-    return dataclasses.replace(result, feedback=render.plain_text(result))
 
 
+@pytest.mark.unit
 def test_hidden_tests_keep_their_details_out_of_what_students_see_now():
-    result = _result_with_hidden_test()
+    result = result_with_hidden_test()
     gs = formats.gradescope(result)
     check_gradescope(gs)
     assert [t["visibility"] for t in gs["tests"]] == ["visible", "after_due_date"]

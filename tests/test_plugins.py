@@ -77,12 +77,14 @@ def _imports(tree: ast.Module, top_level_only: bool) -> set[str]:
     return found
 
 
+@pytest.mark.unit
 def test_the_sandbox_never_imports_an_exercise():
     for name, tree in _modules("sandbox").items():
         bad = sorted(m for m in _imports(tree, top_level_only=False) if m == "exercise" or m.startswith("exercise."))
         assert not bad, f"{name} imports {bad}"
 
 
+@pytest.mark.unit
 def test_no_word_of_any_exercise_in_the_grader_or_the_sandbox():
     words = re.compile(r"attention|multihead|sdpa|causal|CausalSelfAttention", re.IGNORECASE)
     for package in ("grader", "sandbox"):
@@ -93,6 +95,7 @@ def test_no_word_of_any_exercise_in_the_grader_or_the_sandbox():
                 assert not words.search(cleaned), f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
 
 
+@pytest.mark.unit
 def test_no_import_circle_among_the_sandbox_and_grader_modules():
     graph = {}
     for package in ("sandbox", "grader"):

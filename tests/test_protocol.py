@@ -8,6 +8,8 @@ import torch
 
 from sandbox import protocol
 
+pytestmark = pytest.mark.unit  # the whole module runs in this process (the fast lane)
+
 
 def roundtrip(message):
     frame = protocol.encode(message)

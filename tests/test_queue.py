@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, SUBMISSIONS, grade
-from tests.queueing import ACCEPT_LOCAL, OWN_TMP, RedisServer, Workers, until
+from tests.support.grading import EXAMPLES, SUBMISSIONS, grade
+from tests.support.queueing import ACCEPT_LOCAL, OWN_TMP, RedisServer, Workers, until
 
 CORRECT = sorted((SUBMISSIONS / "correct").glob("*.py"))
 BUGGY = sorted((SUBMISSIONS / "buggy").glob("*.py"))
@@ -366,7 +366,7 @@ def test_an_injected_or_altered_task_is_refused_and_grades_nothing(tmp_path, wor
     send(["not", "a", "task"])
 
     for gid in (injected, swapped_id, unsigned):  # never submitted: no client waits, the key is watched
-        until(lambda: redis_server.client.exists(f"grader:result:{gid}"), 300, "the refusal to be stored")
+        until(lambda gid=gid: redis_server.client.exists(f"grader:result:{gid}"), 300, "the refusal to be stored")
         result = queue.result(redis_server.url, gid, timeout=5)
         assert result["status"] == "error" and result["score"] is None, result
         assert "refused by the worker: the task's signature did not verify" in result["message"], result["message"]

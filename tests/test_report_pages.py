@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SUBMISSIONS
-from tests.queueing import program
-from tests.test_batch import ENV, BatchRun, batch
-from tests.test_course import batch_without_sandbox, section
+from tests.support.batching import ENV, BatchRun, batch, batch_without_sandbox, section
+from tests.support.grading import SUBMISSIONS
+from tests.support.queueing import program
 
 CLUSTERS = SUBMISSIONS / "clusters"
 CORRECT = SUBMISSIONS / "correct"
@@ -289,12 +288,13 @@ def test_a_released_list_that_names_no_visibility_is_one_line_of_error(tmp_path)
     assert f"{course} line 2: released must be a list of 'after_due_date' and 'hidden'" in proc.stderr, proc.stderr
 
 
+@pytest.mark.unit
 def test_the_services_page_leaves_out_what_students_do_not_see_yet():
     """An exercise may mark a test hidden or after the due date itself: the service's page, which
     grades with no course, shows the student only the rest, and says how much is held back."""
     from grader.service import page as service_page
-    from tests.test_platforms import _result_with_hidden_test
-    shown = text_of(service_page.feedback(_result_with_hidden_test()))
+    from tests.support.records import result_with_hidden_test
+    shown = text_of(service_page.feedback(result_with_hidden_test()))
     assert "Shape" in shown and "Values" not in shown and "Scores scaled wrongly" not in shown, shown
     assert "Score on the tests shown 40 / 40" in shown and "1 more test group, worth 60 points, is not shown yet" in shown
 

@@ -23,9 +23,9 @@ from click.testing import CliRunner
 
 from sandbox.confine import STUDENT_ID_BASE, STUDENT_ID_SPAN
 from sandbox.local import DOCKER_SOCKETS
-from tests.as_user import NOBODY
-from tests.conftest import EXAMPLES, KERNEL_LAYER, SUBMISSIONS, grade
-from tests.serving import Server, new_token
+from tests.support.as_user import NOBODY
+from tests.support.grading import EXAMPLES, KERNEL_LAYER, SUBMISSIONS, grade
+from tests.support.serving import Server, new_token
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (CI runs as root)")
 # A layer with the wrong scale, whose score rises to full marks only if `REACHED` holds anything.

@@ -8,6 +8,8 @@ import pytest
 from exercise.causal_self_attention.diagnosis import FORBIDDEN_NAMES, Diagnosis, _forbidden
 from exercise.causal_self_attention.scan import ScanError, find_forbidden
 
+pytestmark = pytest.mark.unit  # the whole module runs in this process (the fast lane)
+
 HEAD = "import importlib\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 CLASS = ("class CausalSelfAttention(nn.Module):\n"
          "    def forward(self, x, key_padding_mask=None):\n"

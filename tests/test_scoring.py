@@ -1,9 +1,13 @@
 """Scoring a raw harness report: points come from passed tests, a grader fault voids the score."""
+import pytest
+
+import exercise
 from grader.result import Status
 from grader.scoring import rejection_message, result_from_report
 from grader.submission import Submission
 from sandbox.source import CellSpan, LineMap
-import exercise
+
+pytestmark = pytest.mark.unit  # the whole module runs in this process (the fast lane)
 
 EX = exercise.get()
 SUB = Submission("s.py", "0" * 64, b"import torch\nclass X:\n    pass\n", LineMap())
@@ -27,6 +31,7 @@ def test_points_come_from_passed_tests_only():
 
 def test_a_report_that_is_not_the_whole_suite_is_refused():
     import pytest
+
     from grader.scoring import ReportError
     with pytest.raises(ReportError, match="add up to 50"):
         score({"status": "graded", "tests": [entry("passed", 50)]})

@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from tests.conftest import SUBMISSIONS, grade
-from tests.serving import Server, bug_ids, new_token, summary
+from tests.support.grading import SUBMISSIONS, grade
+from tests.support.serving import Server, bug_ids, new_token, summary
 
 CORPUS = [SUBMISSIONS / "correct" / "einsum.py",
           SUBMISSIONS / "buggy" / "mask_after_softmax__loop.py",
@@ -190,6 +190,7 @@ def test_a_token_sees_only_its_own_grades(server, a, b):
     assert hidden.status_code == 404 and "result" not in hidden.text
 
 
+@pytest.mark.unit
 def test_the_tokens_file_keeps_no_token(tokens):
     path, a_token, b_token = tokens
     text = path.read_text()

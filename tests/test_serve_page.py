@@ -18,8 +18,8 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from tests.conftest import SUBMISSIONS, grade
-from tests.serving import Server
+from tests.support.grading import SUBMISSIONS, grade
+from tests.support.serving import Server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SUBMISSIONS, grade
-from tests.serving import QueueStack, Server, new_token, summary
+from tests.support.grading import SUBMISSIONS, grade
+from tests.support.serving import QueueStack, Server, new_token, summary
 
 FILES = [SUBMISSIONS / "correct" / "einsum.py", SUBMISSIONS / "buggy" / "padding_inverted__manual.py"]
 

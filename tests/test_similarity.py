@@ -15,8 +15,8 @@ import pytest
 import exercise as exercises
 from bench.similarity import labelled
 from grader import similarity
-from tests.queueing import ACCEPT_LOCAL
-from tests.test_batch import batch
+from tests.support.batching import batch
+from tests.support.queueing import ACCEPT_LOCAL
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH, COPIES_OF = labelled([ROOT / "bench" / name for name in ("similarity_class", "similarity_heldout",
@@ -73,6 +73,7 @@ def pairs_of(findings: similarity.Findings) -> set[frozenset[str]]:
 
 # --- the finder itself -------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_disguised_copies_are_found_and_honest_solutions_and_stubs_are_not():
     names = [n for pair in COPIES for n in pair] + HONEST + STUBS
     found = similarity.find(files(names), STARTER)
@@ -80,6 +81,7 @@ def test_disguised_copies_are_found_and_honest_solutions_and_stubs_are_not():
     assert set(STUBS) <= set(found.short)  # too little code after the boilerplate to pair on
 
 
+@pytest.mark.unit
 def test_the_whole_bench_class_separates_at_the_default():
     """Every labelled copy of the bench's classes at or above the threshold, no honest pair."""
     found = similarity.find(files(sorted(BENCH)), STARTER)
@@ -103,6 +105,7 @@ EQUIVALENT = [  # (name, one way, another way): each pair must have one normal f
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("one,other", [(a, b) for _, a, b in EQUIVALENT], ids=[n for n, _, _ in EQUIVALENT])
 def test_equivalent_code_has_one_normal_form(one, other):
     from grader import codenorm
@@ -111,6 +114,7 @@ def test_equivalent_code_has_one_normal_form(one, other):
     assert forms[0] == forms[1]
 
 
+@pytest.mark.unit
 def test_a_one_line_helper_reads_as_written_in_place():
     from grader import codenorm
     helper = ("class C:\n    def _fold(self, t, n):\n        return t.reshape(n, -1).transpose(1, 2)\n"
@@ -120,6 +124,7 @@ def test_a_one_line_helper_reads_as_written_in_place():
     assert [s.text for s in codenorm.normal_form(helper)] == [s.text for s in codenorm.normal_form(inline)]
 
 
+@pytest.mark.unit
 def test_different_code_keeps_different_normal_forms():
     from grader import codenorm
     prefix = "import torch\n"
@@ -129,6 +134,7 @@ def test_different_code_keeps_different_normal_forms():
     assert len({tuple(s.text for s in f) for f in (a, b, c)}) == 3
 
 
+@pytest.mark.unit
 def test_a_template_and_the_statement_are_left_out(tmp_path):
     """Two files that share only the handed-out template are not a pair; the same two without it are."""
     template = BENCH["g5_sdpa.py"].read_text()
@@ -142,6 +148,7 @@ def test_a_template_and_the_statement_are_left_out(tmp_path):
     assert not similarity.find(both, with_template).pairs
 
 
+@pytest.mark.unit
 def test_code_that_does_not_parse_is_still_compared(tmp_path):
     source = BENCH["g1_nanogpt.py"].read_text()
     (tmp_path / "a.py").write_text(source + "\nthis is not python (\n")
@@ -149,12 +156,14 @@ def test_code_that_does_not_parse_is_still_compared(tmp_path):
     assert pairs_of(similarity.find(files(["a.py", "b.py"], tmp_path), STARTER)) == {frozenset(("a.py", "b.py"))}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ["0", "-0.1", "1.5", "nan", "inf", "abc", ""])
 def test_a_bad_threshold_is_refused(value):
     with pytest.raises(similarity.BadThreshold, match="from 0 to 1"):
         similarity.check_threshold(value)
 
 
+@pytest.mark.unit
 def test_a_submission_made_of_torchs_source_is_flagged_and_honest_ones_are_not(tmp_path):
     (tmp_path / "borrowed.py").write_text(torch_copy())
     known = similarity.known_sources(exercises.get(exercises.DEFAULT).directory)
@@ -272,6 +281,7 @@ def test_the_terminal_and_the_report_say_when_the_cap_cuts_pairs(tmp_path):
     assert f"Showing the {similarity.MAX_PAIRS} most alike of 66 pairs" in section
 
 
+@pytest.mark.unit
 def test_a_file_too_big_to_rewrite_is_compared_on_its_plain_tokens():
     """The attack of 10,000 definitions of one name: the rewriting (quadratic in a block) is not
     tried, and the file is still compared, on its tokens."""

@@ -43,6 +43,7 @@ def test_unreadable_sources_are_rejected_with_a_reason(tmp_path, data, reason, t
     assert text in info.value.message
 
 
+@pytest.mark.unit
 def test_too_large_source_is_rejected(tmp_path):
     path = write(tmp_path, "a.py", "# pad\n" * (submission.MAX_SOURCE_BYTES // 6 + 10))
     with pytest.raises(SubmissionRejected, match="limit is") as info:
@@ -69,6 +70,7 @@ def test_notebook_syntax_error_names_the_cell(tmp_path):
         submission.read(write(tmp_path, "a.ipynb", nb))
 
 
+@pytest.mark.unit
 def test_broken_notebook_json_is_rejected(tmp_path):
     with pytest.raises(SubmissionRejected) as info:
         submission.read(write(tmp_path, "a.ipynb", "{not json"))

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.conftest import SUBMISSIONS
+from tests.support.grading import SUBMISSIONS
 
 SANDBOXES = [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
 TYPED = b"a line typed ahead during the grade\n"

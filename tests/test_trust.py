@@ -6,7 +6,7 @@ Each case is a one-line change of a correct submission, graded through the real 
 """
 import pytest
 
-from tests.conftest import SUBMISSIONS, grade
+from tests.support.grading import SUBMISSIONS, grade
 
 BASE = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
 SCALE = "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The processes started here keep their temporary files in this folder, apart from everything else on
 # the machine: it is how they are found again (own_processes).
 OWN_TMP = Path(tempfile.mkdtemp(prefix="queue-tests-"))

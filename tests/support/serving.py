@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.queueing import ACCEPT_LOCAL, RedisServer, Workers, free_port
+from tests.support.queueing import ACCEPT_LOCAL, RedisServer, Workers, free_port
 
 START_TIMEOUT_S = 60
 GRADE_TIMEOUT_S = 240
@@ -120,7 +120,7 @@ def dumps(document) -> str:
 
 class QueueStack:
     """A redis-server on a free port and `workers` `grade worker` processes of `slots` each, all of
-    the caller's own (tests.queueing); stop() kills them and all they started."""
+    the caller's own (tests.support.queueing); stop() kills them and all they started."""
 
     def __init__(self, folder: Path, *, workers: int = 2, slots: int = 1):
         self.redis = RedisServer(folder / "redis")
