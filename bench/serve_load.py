@@ -29,7 +29,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.serving import QueueStack, Server, new_token  # noqa: E402  (the tests' way to start a server)
+from tests.support.serving import QueueStack, Server, new_token  # noqa: E402  (the tests' way to start a server)
 
 CORPUS = ROOT / "tests" / "submissions"
 POLL_S = 0.2
