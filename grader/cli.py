@@ -17,7 +17,7 @@ from sandbox.backend import SandboxUnavailable
 from sandbox.phases import process_started
 from grader import __version__, formats, grading, platforms, render, similarity, text
 from grader.course import TIME_LIMIT_S, check_time_limit
-from grader.errors import SubmissionRejected
+from grader.errors import GraderError, SubmissionRejected
 from grader.result import GradeResult, Status
 from grader.result import points as readable_points
 
@@ -88,7 +88,7 @@ def _course_option(f):
                              "time limit, names of mistake clusters (see `grade exercises --groups`).")(f)
 
 
-class BadInput(click.ClickException):
+class BadInput(GraderError, click.ClickException):
     """A bad command line whose message says it all (a course file's line and key): one line of
     error, without Click's usage block, and exit status 2 as for any bad command line."""
     exit_code = 2

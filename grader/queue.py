@@ -59,7 +59,7 @@ from kombu import Exchange, Queue
 import exercise as exercises
 from grader import grading, keys, signing
 from grader.pool import Pool, PoolClosed, upload_name
-from grader.result import GradeResult, Status, points
+from grader.result import GradeResult, JobState, Status, points
 from sandbox.errors import GraderError
 
 LANES = ("interactive", "regrade")  # a worker takes from the first lane that has a task
@@ -81,7 +81,7 @@ POISON_ENV = "GRADER_TEST_POISON_SHA256"
 log = logging.getLogger("grader.worker")
 
 
-class QueueUnavailable(ConnectionError):
+class QueueUnavailable(GraderError, ConnectionError):
     """The queue's Redis could not be reached for OUTAGE_S (or the caller's timeout)."""
 
 
@@ -343,20 +343,20 @@ def _submit(broker: str, data: bytes, name: str, *, exercise: str, sandbox: str 
     return gid
 
 
-def state(broker: str, grade_id: str) -> str:
+def state(broker: str, grade_id: str) -> JobState:
     """Where the grade is: queued, running, done (a result with a score, or a rejection) or failed
     (a result of status error: the grader failed, no score; or a result whose signature did not
     verify). KeyError for an id never submitted."""
     stored, running, queued = _store(broker).look(grade_id)
     if stored is not None:
         try:
-            return "failed" if opened(grade_id, stored).get("status") == Status.ERROR.value else "done"
+            return JobState.FAILED if opened(grade_id, stored).get("status") == Status.ERROR else JobState.DONE
         except signing.BadSignature:
-            return "failed"
+            return JobState.FAILED
     if running:
-        return "running"
+        return JobState.RUNNING
     if queued:
-        return "queued"
+        return JobState.QUEUED
     raise KeyError(f"no grade {grade_id} in {shown(broker)}")
 
 

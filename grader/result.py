@@ -68,6 +68,15 @@ class Status(str, enum.Enum):
     ERROR = "error"          # the grader or sandbox failed; no score may be recorded
 
 
+class JobState(enum.StrEnum):
+    """Where a grade handed to a queue or the service's engine is (grader.queue.state, the
+    service's `state`); a JSON string on the wire."""
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"            # a result with a score, or a rejection
+    FAILED = "failed"        # a result of status error (the grader failed: no score), or one that did not verify
+
+
 class Visibility(str, enum.Enum):
     """When a student may see a test's result (set by the exercise's `visibility` marker)."""
     VISIBLE = "visible"

@@ -5,6 +5,8 @@ import os
 import time
 from dataclasses import asdict, dataclass
 
+from sandbox.errors import GraderError
+
 MiB = 1 << 20
 
 
@@ -76,7 +78,7 @@ def apply_to_current_process(limits: Limits, *, processes_capped: bool = False,
     return notes
 
 
-class HarnessLimit(Exception):
+class HarnessLimit(GraderError):
     """The harness itself ran into its time or CPU limit while handling what the student sent."""
 
 

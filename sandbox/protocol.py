@@ -14,6 +14,8 @@ import struct
 import time
 from typing import Any
 
+from sandbox.errors import GraderError
+
 PREFIX = struct.Struct("<IQ")
 MAX_HEADER_BYTES = 1 << 20
 MAX_PAYLOAD_BYTES = 64 << 20  # the largest honest answer is well under 1 MiB
@@ -31,7 +33,7 @@ def bounded(value, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[:limit] + " [...]"
 
 
-class ProtocolError(Exception):
+class ProtocolError(GraderError):
     """The peer sent something that is not a valid frame; the worker is treated as broken."""
 
 
@@ -39,7 +41,7 @@ class PeerClosed(ProtocolError):
     """The peer closed its end of the pipe (it exited or crashed)."""
 
 
-class Deadline(Exception):
+class Deadline(GraderError):
     """No complete frame arrived before the deadline."""
 
 

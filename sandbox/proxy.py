@@ -28,7 +28,7 @@ from sandbox.contract import CLASS, Entry
 from sandbox.errors import GraderError
 
 
-class StudentCodeError(Exception):
+class StudentCodeError(GraderError):
     """The student's code raised an exception while serving a request."""
 
     def __init__(self, op: str, error: dict, where: str | None):
@@ -71,7 +71,7 @@ class BadAnswer(StudentCodeError):
         return self.message
 
 
-class WorkerFailure(Exception):
+class WorkerFailure(GraderError):
     """The worker process stopped serving: a timeout, an exit, a crash, an output flood."""
 
     def __init__(self, kind: str, message: str):

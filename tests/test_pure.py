@@ -202,3 +202,32 @@ def test_a_batch_plans_one_unit_per_student_whatever_the_folder_holds(tmp_path):
     assert units["eve.py"].path is None and "link" in units["eve.py"].rejection
     run = keys.run_setting("causal-self-attention", "local", None)
     assert units["alice.py"].grading_key(run) != units["carol"].grading_key(run)
+
+
+# --- one error root --------------------------------------------------------------------------------------
+
+def test_every_exception_the_project_defines_is_a_grader_error():
+    """Whatever a part raises on purpose is a GraderError, so one `except GraderError` at an edge
+    (the CLI, the worker, the service) holds every failure the grader means to report."""
+    import ast
+    import importlib
+
+    from sandbox.errors import GraderError
+    root = Path(__file__).resolve().parents[1]
+    defined = []
+    for package in ("grader", "sandbox", "exercise"):
+        for path in sorted((root / package).rglob("*.py")):
+            if "tests" in path.relative_to(root).parts:
+                continue
+            module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+            for node in ast.parse(path.read_text()).body:
+                if isinstance(node, ast.ClassDef) and node.bases:
+                    defined.append((module, node.name))
+    exceptions = []
+    for module, name in defined:
+        cls = getattr(importlib.import_module(module), name)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            exceptions.append(cls)
+    assert len(exceptions) > 25, exceptions          # the walk found them
+    outside = [f"{c.__module__}.{c.__qualname__}" for c in exceptions if not issubclass(c, GraderError)]
+    assert outside == []

@@ -21,12 +21,14 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from sandbox.errors import GraderError
+
 FOLD_LIMIT = 4096   # longest string assembled from pieces; forbidden names are far shorter
 STR_METHODS = {"join", "replace", "lower", "upper", "title", "capitalize", "swapcase", "strip",
                "lstrip", "rstrip", "format", "removeprefix", "removesuffix"}
 
 
-class ScanError(Exception):
+class ScanError(GraderError):
     """The source could not be scanned; the caller must report it, never read it as 'clean'."""
 
 

@@ -28,10 +28,11 @@ from fastapi import FastAPI, File, Form, HTTPException, Request, Security, Uploa
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPBearer
 
+from grader.errors import GraderError
 import exercise as exercises
 from grader import __version__, formats, grading
 from grader import submission as submissions
-from grader.result import GradeResult
+from grader.result import GradeResult, Status
 from grader.service import callbacks, engines, page
 from grader.service.limits import BodyLimit, RateLimiter
 from grader.service.store import PAGE_OWNER, Grade, RequestRefused, Store, grading_key
@@ -60,7 +61,7 @@ class Settings:
     callback_backoff_s: tuple[float, ...] = callbacks.BACKOFF_S
 
 
-class UploadError(Exception):
+class UploadError(GraderError):
     """An upload the service refuses before grading it (HTTP 400 on the API; the form again on the page)."""
 
 
@@ -158,7 +159,7 @@ class Service:
         self._finish(self.waiting.pop(job, []), result)
 
     def _finish(self, grades: list[Grade], result: dict) -> None:
-        state = engines.FAILED if result.get("status") == "error" else engines.DONE
+        state = engines.FAILED if result.get("status") == Status.ERROR else engines.DONE
         for grade in grades:
             self.store.finish(grade, state, result)
             if grade.callback_url:

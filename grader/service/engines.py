@@ -15,14 +15,17 @@ import secrets
 import threading
 from pathlib import Path
 
+from grader.errors import GraderError
 from grader import grading
 from grader.pool import Pool, upload_name
+from grader.result import JobState, Status
 
-QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
-STATES = (QUEUED, RUNNING, DONE, FAILED)
+# The states, by their old names here (grader.result.JobState).
+QUEUED, RUNNING, DONE, FAILED = JobState.QUEUED, JobState.RUNNING, JobState.DONE, JobState.FAILED
+STATES = tuple(JobState)
 
 
-class EngineBusy(Exception):
+class EngineBusy(GraderError):
     """The engine takes no more uploads now (its queue is full): the client retries later."""
 
 
@@ -66,7 +69,7 @@ class Embedded:
                 raise KeyError(job)
             if not future.done():
                 return RUNNING if job in self._running else QUEUED
-        return FAILED if future.exception() is not None or future.result()["status"] == "error" else DONE
+        return FAILED if future.exception() is not None or future.result()["status"] == Status.ERROR else DONE
 
     def result(self, job: str, *, timeout: float | None = None) -> dict:
         with self._lock:

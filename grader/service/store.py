@@ -16,7 +16,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.errors import GraderError
 from grader import keys
+from grader.result import JobState
 
 PAGE_OWNER = "page"  # grades uploaded on the student page: no token sees them
 MAX_REASON = 2000    # characters of a regrade request: a paragraph, not an essay
@@ -42,7 +44,7 @@ class Grade:
     format: str = "native"
     callback_url: str | None = None
     job: str | None = None        # the engine's job, while it is graded
-    state: str = "queued"
+    state: str = JobState.QUEUED.value
     result: dict | None = None    # the native result, once done or failed
     created: float = field(default_factory=time.time)
 
@@ -64,7 +66,7 @@ class RegradeRequest:
     created: float = field(default_factory=time.time)
 
 
-class RequestRefused(ValueError):
+class RequestRefused(GraderError, ValueError):
     """A regrade request that cannot be recorded; the message says why (shown to the student)."""
 
 

@@ -21,11 +21,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.errors import GraderError
+
 SCHEMA = 1
 PREFIX = "gt_"
 
 
-class TokenFileError(Exception):
+class TokenFileError(GraderError):
     """The tokens file cannot be read or written, or is not a tokens file."""
 
 
