@@ -38,6 +38,7 @@ import exercise as exercises
 from grader import classreport, formats, grading, keys, pages, reportparts, similarity, term, text
 from grader import clusters as behaviours
 from grader import submission as submissions
+from grader.course import time_limit
 from grader.errors import GraderError, SubmissionRejected
 from grader.pool import Pool, PoolClosed
 from grader.result import GradeResult, Status
@@ -144,8 +145,7 @@ class Batch:
         self.similar_threshold = similarity.check_threshold(similar_threshold, "similar_threshold")
         self.compare_with = compare_with
         self.adjustments = adjustments   # applied to every report, never to a result (grader.term)
-        if wall_s is None and course is not None:
-            wall_s = course.time_limit_s
+        wall_s = time_limit(exercise, wall_s, course)
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
         self.fingerprint = exercises.get(exercise).fingerprint()
         # What the sandbox ran: another one regrades; what only scores: another one rescores.

@@ -77,6 +77,18 @@ def check_time_limit(value, what: str = "time_limit_s") -> float:
     return check_number(value, low=TIME_LIMIT_S[0], high=TIME_LIMIT_S[1], what=what)
 
 
+def time_limit(exercise, given: float | None = None, course: Course | None = None) -> float:
+    """The one place a grade's wall clock is decided, in seconds: the limit given (--time-limit, the
+    queue's task, the service's request), else the course file's time_limit_s, else the exercise's
+    own (`exercise`: its name or the Exercise)."""
+    if given is not None:
+        return float(given)
+    if course is not None and course.time_limit_s is not None:
+        return course.time_limit_s
+    from exercise import get
+    return (get(exercise) if isinstance(exercise, str) else exercise).limits.wall_s
+
+
 @dataclass(frozen=True)
 class GroupInfo:
     """A test group of the exercise as its code declares it: what a course may override."""

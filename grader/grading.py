@@ -12,6 +12,7 @@ from sandbox.backend import Job, Sandbox, SandboxUnavailable
 from sandbox.phases import Clock, plain_spans
 from grader import __version__, keys, render
 from grader import submission as submissions
+from grader.course import time_limit
 from grader.errors import SandboxFailure, SubmissionRejected
 from grader.result import GradeResult, Status
 from grader.scoring import ReportError, result_from_report
@@ -52,13 +53,11 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
     `course` (grader.course.Course): the instructor's points and visibility, and its time limit
     when `wall_s` is None."""
     started = time.monotonic()
-    if wall_s is None and course is not None:
-        wall_s = course.time_limit_s
     backend = backend or registry.get(sandbox)
     if not backend.contained:  # a sandbox with a file system of its own has none of this machine's folders
         hidden = (*hidden, *private_places(path))
     ex = exercises.get(exercise)
-    limits = ex.limits if wall_s is None else dataclasses.replace(ex.limits, wall_s=wall_s)
+    limits = dataclasses.replace(ex.limits, wall_s=time_limit(ex, wall_s, course))
     if os.environ.get(KERNEL_LAYER_ONLY) == "1":
         limits = dataclasses.replace(limits, audit=False)
     try:

@@ -22,9 +22,8 @@ from grader import __version__
 def run_setting(exercise: str, sandbox: str, wall_s: float | None) -> str:
     """Everything but the file that changes what the sandbox runs (the exercise's own time limit,
     given or not, is one run)."""
-    ex = exercises.get(exercise)
-    limit = ex.limits.wall_s if wall_s is None else wall_s
-    return json.dumps([ex.fingerprint(), __version__, sandbox, limit])
+    from grader.course import time_limit
+    return json.dumps([exercises.get(exercise).fingerprint(), __version__, sandbox, time_limit(exercise, wall_s)])
 
 
 def score_setting(run: str, course=None) -> str:

@@ -57,6 +57,7 @@ from celery import Celery, signals
 from kombu import Exchange, Queue
 
 import exercise as exercises
+from grader import course as courses
 from grader import grading, keys, signing
 from grader.pool import Pool, PoolClosed, upload_name
 from grader.result import GradeResult, JobState, Status, points
@@ -307,7 +308,7 @@ def _submit(broker: str, data: bytes, name: str, *, exercise: str, sandbox: str 
     exercises.get(exercise)  # an unknown exercise fails here, not on a worker
     sandbox = None if sandbox == ANY_SANDBOX else sandbox
     time_limit = None if time_limit is None else float(time_limit)
-    short = lease_too_short(exercises.get(exercise).limits.wall_s if time_limit is None else time_limit)
+    short = lease_too_short(courses.time_limit(exercise, time_limit))
     if short:
         raise ValueError(short)
     secret = _key()  # no secret: SecretMissing before anything is sent
@@ -647,7 +648,7 @@ def _grade_task(task, payload: dict) -> None:
             store.drop_result(gid)
     attempt = store.delivered(gid)
     asked, limit = payload.get("sandbox"), payload.get("time_limit")
-    short = lease_too_short(exercises.get(payload["exercise"]).limits.wall_s if limit is None else float(limit))
+    short = lease_too_short(courses.time_limit(payload["exercise"], limit))
     if asked not in (None, _worker_sandbox):
         result_ = _error(data, name, payload, f"refused: this worker grades in the {_worker_sandbox} sandbox its "
                          f"operator started it with, and the task asked for the {asked} sandbox (a client does "

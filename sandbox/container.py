@@ -26,6 +26,7 @@ import time
 
 from sandbox.backend import SCRIPT_NAME, ColdSlot, Job, RunResult
 from sandbox.launch import Launched, kill_group, run_harness
+from sandbox.limits import Limits
 from sandbox.proxy import zygote_command, zygote_env
 
 HARNESS_USER, STUDENT_USER = "grader", "student"
@@ -126,7 +127,7 @@ def main() -> int:
     """The Docker backend's entry point: the job from /work, the report to stdout."""
     with open(JOB) as f:
         job = json.load(f)
-    wall_s = float(job.get("limits", {}).get("wall_s", 600))
+    wall_s = Limits.from_dict(job.get("limits", {})).wall_s   # the host always sends its limits
     run = run_job(job, wall_s)
     if run.report is None:
         sys.stderr.write(f"{run.failure}\n")  # the host's log; the host words the failure itself

@@ -74,6 +74,20 @@ def test_the_score_key_follows_what_changes_a_score_and_not_the_time_limit(tmp_p
     assert keys.score_setting("run", None) == keys.score_setting("run", None)
 
 
+def test_the_time_limit_is_the_one_given_else_the_courses_else_the_exercises(tmp_path):
+    head = exercises.get("causal-attention-head")
+    assert course.time_limit("causal-self-attention") == EX.limits.wall_s
+    assert course.time_limit(head) == head.limits.wall_s != EX.limits.wall_s
+    with_limit = course_file(tmp_path, "time_limit_s = 120\n")
+    assert course.time_limit(EX, None, with_limit) == 120
+    assert course.time_limit(EX, 30, with_limit) == 30
+    assert course.time_limit(EX, None, course.Course(name="-", sha256="-")) == EX.limits.wall_s
+    # the run key follows the effective limit, however it was given
+    run = keys.run_setting("causal-self-attention", "local", None)
+    assert run == keys.run_setting("causal-self-attention", "local", EX.limits.wall_s)
+    assert run != keys.run_setting("causal-self-attention", "local", 120)
+
+
 # --- the term -----------------------------------------------------------------------------------------
 
 DUE = datetime.datetime(2026, 12, 1, 23, 59, tzinfo=UTC)
