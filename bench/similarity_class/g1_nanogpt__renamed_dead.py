@@ -20,7 +20,7 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, inp, key_padding_mask=None):
         nb, nt, nc = inp.size()
-        tmp = nb * nt  # not needed
+        tmp = nb * nt  # not needed  # noqa: F841 -- fixture: the student's code as written
         query, key, val = self.qkv(inp).split(self.width, dim=2)
         key = key.view(nb, nt, self.heads, nc // self.heads).transpose(1, 2)
         query = query.view(nb, nt, self.heads, nc // self.heads).transpose(1, 2)
@@ -33,7 +33,7 @@ class CausalSelfAttention(nn.Module):
         if key_padding_mask is not None:
             scores = scores.masked_fill(key_padding_mask.view(nb, 1, 1, nt) == 0, float('-inf'))
         scores = F.softmax(scores, dim=-1)
-        extra = scores.sum()  # sanity check, left in
+        extra = scores.sum()  # sanity check, left in  # noqa: F841 -- fixture: the student's code as written
         out = scores @ val
         out = out.transpose(1, 2).contiguous().view(nb, nt, nc)
         out = self.proj(out)

@@ -1,12 +1,12 @@
 import math
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: F401 -- fixture: the student's code as written
 
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, dim, n_heads):
-        super(CausalSelfAttention, self).__init__()
+        super(CausalSelfAttention, self).__init__()  # noqa: UP008 -- fixture: the student's code as written
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.d_model = dim
@@ -32,5 +32,5 @@ class CausalSelfAttention(nn.Module):
             sc = (qi @ ki.transpose(1, 2)) / math.sqrt(self.dk)
             sc = sc.masked_fill(hidden, float("-inf"))
             outs.append(sc.softmax(dim=-1) @ vi)
-            count = len(outs)
+            count = len(outs)  # noqa: F841 -- fixture: the student's code as written
         return self.proj(torch.cat(outs, dim=-1))

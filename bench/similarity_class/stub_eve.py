@@ -1,7 +1,7 @@
-import math
-import torch
+import math  # noqa: F401 -- fixture: the student's code as written
+import torch  # noqa: F401 -- fixture: the student's code as written
 import torch.nn as nn
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: F401 -- fixture: the student's code as written
 
 
 class CausalSelfAttention(nn.Module):

@@ -1,4 +1,4 @@
-import torch
+import torch  # noqa: F401 -- fixture: the student's code as written
 import torch.nn as nn
 
 

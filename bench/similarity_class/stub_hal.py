@@ -1,4 +1,4 @@
-import torch
+import torch  # noqa: F401 -- fixture: the student's code as written
 from torch import nn
 
 

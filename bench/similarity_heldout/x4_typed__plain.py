@@ -19,7 +19,7 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x, key_padding_mask=None):
         b, n, c = x.shape
-        debug_shape = x.shape
+        debug_shape = x.shape  # noqa: F841 -- fixture: the student's code as written
         dims = (b, n, self.nh, self.hd)
         q, k, v = (t.reshape(dims).transpose(1, 2) for t in self.qkv(x).split(c, dim=-1))
         ok = self._causal(n, x.device)[None, None]
