@@ -559,7 +559,7 @@ def list_requests(store_dir: Path, as_json: bool):
         return
     table = Table("asked (UTC)", "submission", "score", "grade id", "reason", title="Regrade requests")
     for r in found:
-        when = datetime.datetime.fromtimestamp(r.created, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+        when = datetime.datetime.fromtimestamp(r.created, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M")
         score = r.status if r.score is None else out_of(float(r.score), r.max_score)
         table.add_row(when, escape(r.name), score, r.grade_id, escape(r.reason))
     console.print(table)

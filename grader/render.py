@@ -10,7 +10,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from grader.result import GradeResult, Group, Status, TestResult, TestStatus, Visibility, out_of, points
+from grader.result import GradeResult, Status, TestStatus, Visibility, out_of, points
 
 MAX_OTHER_CASES = 6
 # How a group that students do not see yet is marked where the instructor reads (terminal, class report).

@@ -105,7 +105,7 @@ def submitted_at(entry: Path, graded: Path | None) -> datetime.datetime | None:
             return stamp
     try:
         return datetime.datetime.fromtimestamp(os.stat(graded or entry, follow_symlinks=False).st_mtime,
-                                               tz=datetime.timezone.utc)
+                                               tz=datetime.UTC)
     except (OSError, TypeError):
         return None
 
@@ -117,7 +117,7 @@ def platform_time(folder: Path) -> datetime.datetime | None:
         stamp = datetime.datetime.fromisoformat(str(meta["created_at"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=datetime.timezone.utc)
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=datetime.UTC)
 
 
 # --- where a grade stands -------------------------------------------------------------------------
@@ -182,7 +182,7 @@ def gradebook_cells(s: Standing | None) -> list[str]:
     """The term's columns of a gradebook line (GRADEBOOK_COLUMNS)."""
     if s is None:
         return [""] * len(GRADEBOOK_COLUMNS)
-    stamp = s.submitted.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if s.submitted else ""
+    stamp = s.submitted.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if s.submitted else ""
     return [stamp, str(s.late_days), readable(s.penalty), readable(s.adjustment),
             "" if s.final is None else readable(s.final), s.note]
 

@@ -17,13 +17,13 @@ import time
 
 IMPORTED = time.monotonic()  # before the harness's own imports
 
-from sandbox.contract import HarnessJob
-from sandbox.errors import GraderError
-from sandbox.limits import guard_harness, release_harness
-from sandbox.phases import Clock, process_started
-from sandbox.protocol import bounded
-from sandbox.proxy import Student, Zygote
-from sandbox.source import LineMap, python_lines
+from sandbox.contract import HarnessJob  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.errors import GraderError  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.limits import guard_harness, release_harness  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.phases import Clock, process_started  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.protocol import bounded  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.proxy import Student, Zygote  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.source import LineMap, python_lines  # noqa: E402 -- after IMPORTED, which times these imports
 
 REPORT_SCHEMA = 1
 REPORT_MARGIN_S = 10.0   # the student's code stops this long before the wall clock

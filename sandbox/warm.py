@@ -31,7 +31,6 @@ import os
 import queue
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading

@@ -106,7 +106,7 @@ def answers_and_gate(student, draws, inputs: list, dtype: str, label) -> tuple[l
     for place, i in enumerate(order):
         answers[i] = got[place]
     problem = None
-    for (start, n), (q, k, v) in zip(spans, inputs):
+    for (start, n), (q, k, _v) in zip(spans, inputs):
         problem = _not_attention(answers[start:start + n], [c[2] for c in calls[start:start + n]], q, k, dtype)
         if problem:
             B, T, d_k = q.shape

@@ -91,7 +91,7 @@ def _answers(student, found: Diagnosis) -> None:
     except StudentCodeError as err:
         found.unexplained = f"your function raised {err.describe()}, and no mistake in the catalog explains it"
         return
-    for (q, k, v), (out, weights) in zip(inputs, answers):
+    for (q, _k, v), (out, weights) in zip(inputs, answers):
         if tuple(out.shape) != tuple(v.shape) or tuple(weights.shape) != (*q.shape[:2], q.shape[1]):
             return  # the interface test says what the shapes are
     correct = [reference.attention(*x) for x in inputs]
