@@ -17,6 +17,8 @@ import time
 
 IMPORTED = time.monotonic()  # before the harness's own imports
 
+from typing import Any  # noqa: E402 -- after IMPORTED, which times these imports
+
 from sandbox.contract import HarnessJob  # noqa: E402 -- after IMPORTED, which times these imports
 from sandbox.errors import GraderError  # noqa: E402 -- after IMPORTED, which times these imports
 from sandbox.limits import guard_harness, release_harness  # noqa: E402 -- after IMPORTED, which times these imports
@@ -66,7 +68,7 @@ def run(job: HarnessJob) -> dict:
                       scratch=job.scratch or None, locate=line_map.describe(source_lines), source=source,
                       source_lines=source_lines,
                       hidden=(os.path.dirname(tests_dir), tempfile.gettempdir(), *job.hidden))
-    report = {"schema": REPORT_SCHEMA, "exercise": job.exercise, "exercise_version": job.version,
+    report: dict[str, Any] = {"schema": REPORT_SCHEMA, "exercise": job.exercise, "exercise_version": job.version,
               "environment": _environment(), "notes": list(zygote.notes)}
     try:
         with clock.span("worker: submission loaded"):
@@ -121,7 +123,7 @@ def _run_pytest(tests_dir, student: Student, seed: str = "", clock: Clock | None
         sys.stdout = stdout
     if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED,
                 pytest.ExitCode.INTERRUPTED):
-        raise HarnessFault(f"pytest ended with {code.name}: {output.getvalue()[-3000:]}")
+        raise HarnessFault(f"pytest ended with {pytest.ExitCode(code).name}: {output.getvalue()[-3000:]}")
     tests = []
     for entry in (json_plugin.report or {}).get("tests", []):
         grade = (entry.get("metadata") or {}).get("grade")
