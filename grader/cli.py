@@ -504,9 +504,11 @@ def _late_on_gradescope(document: dict, result: GradeResult, root: Path, late, c
                              adjustment=None)
     if not standing.late_days:
         return
+    final = standing.final
+    assert final is not None  # the score is not None
     said = (f"Submitted {standing.late_days} day(s) late: {readable_points(standing.penalty)} points off; "
-            f"score {readable_points(standing.final)} / {readable_points(result.max_score)}.")
-    document["score"] = round(standing.final, 4)
+            f"score {readable_points(final)} / {readable_points(result.max_score)}.")
+    document["score"] = round(final, 4)
     document["output"] = f"{said}\n\n{document.get('output', '')}"
     console.print(said)
 

@@ -154,7 +154,9 @@ class Standing:
                        f"{readable(self.adjustment)} points.")
         if self.note:
             out.append(f"Note: {self.note}")
-        out.append(f"Final score: {readable(self.final)} / {readable(self.max_score)} "
+        final = self.final
+        assert final is not None  # raw is not None here
+        out.append(f"Final score: {readable(final)} / {readable(self.max_score)} "
                    f"(the grader's {readable(self.raw)}).")
         return tuple(out)
 
