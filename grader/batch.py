@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import exercise as exercises
 from grader import classreport, formats, grading, keys, pages, reportparts, similarity, term, text
@@ -42,6 +43,9 @@ from grader.course import time_limit
 from grader.errors import GraderError, SubmissionRejected
 from grader.pool import Pool, PoolClosed
 from grader.result import GradeResult, Status
+
+if TYPE_CHECKING:  # imported only for a batch with a queue
+    from grader.queue import QueuePool
 
 INDEX_SCHEMA = 1
 
@@ -155,7 +159,7 @@ class Batch:
         self.index_path = out / "index.json"
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._pool: Pool | None = None
+        self._pool: Pool | QueuePool | None = None
 
     # --- planning ---------------------------------------------------------------------------
 
@@ -168,11 +172,15 @@ class Batch:
         return [u for u in stale if u not in rescore], index, rescore
 
     def _is_current(self, unit: Unit, entry: dict | None) -> bool:
-        return bool(entry) and entry.get("key") == unit.grading_key(self.setting) \
+        if not entry:
+            return False
+        return entry.get("key") == unit.grading_key(self.setting) \
             and entry.get("status") != Status.ERROR.value and (self.out / entry.get("result_file", "")).is_file()
 
     def _has_run(self, unit: Unit, entry: dict | None) -> bool:
-        return bool(entry) and entry.get("run_key") == unit.grading_key(self.run_setting) \
+        if not entry:
+            return False
+        return entry.get("run_key") == unit.grading_key(self.run_setting) \
             and entry.get("status") != Status.ERROR.value and (self.out / entry.get("run_file", "")).is_file()
 
     def _load_index(self) -> dict:
@@ -241,11 +249,12 @@ class Batch:
             pending.put(unit)
         if self.queue:  # imported only here: a batch without a queue needs neither Celery nor Redis
             from grader.queue import QueuePool
-            self._pool = QueuePool(self.queue, todo, exercise=self.exercise, sandbox=self.sandbox,
-                                   wall_s=self.wall_s, fresh=self.force)
+            pool: Pool | QueuePool = QueuePool(self.queue, todo, exercise=self.exercise, sandbox=self.sandbox,
+                                               wall_s=self.wall_s, fresh=self.force)
         else:  # the class's other files and results stay out of the student's sight
-            self._pool = Pool(self.sandbox, min(self.jobs, max(len(todo), 1)), warm=self.warm,
-                              hidden=(str(self.folder.resolve()), str(self.out.resolve())))
+            pool = Pool(self.sandbox, min(self.jobs, max(len(todo), 1)), warm=self.warm,
+                        hidden=(str(self.folder.resolve()), str(self.out.resolve())))
+        self._pool = pool
         threads = [threading.Thread(target=self._slot, args=(pending, index, outcome, on_done), daemon=True)
                    for _ in range(min(self.jobs, len(todo)))]
         for thread in threads:
@@ -257,12 +266,12 @@ class Batch:
         except KeyboardInterrupt:
             outcome.interrupted = True
             self._stop.set()
-            self._pool.shutdown()  # ends the grades in flight; they are not recorded
+            pool.shutdown()  # ends the grades in flight; they are not recorded
             for thread in threads:
                 thread.join(30)
         finally:
-            self._pool.close()
-            outcome.sandbox_starts = self._pool.starts
+            pool.close()
+            outcome.sandbox_starts = pool.starts
         outcome.rows = self._rows(units, self._load_index())
         return outcome
 
@@ -298,6 +307,7 @@ class Batch:
         if unit.path is None:
             return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
                                            sandbox=self.sandbox, course=self.course)
+        assert self._pool is not None  # run() made it before any slot started
         try:
             return self._pool.grade(unit.path, exercise=self.exercise, wall_s=self.wall_s, course=self.course)
         except PoolClosed:
@@ -314,6 +324,8 @@ class Batch:
             if "rejected" in run:  # rejected before any sandbox ran
                 return grading.rejected_result(self.folder / unit.key, str(run["rejected"]), exercise=self.exercise,
                                                sandbox=self.sandbox, course=self.course)
+            if unit.path is None:  # nothing left to score again: graded (rejected) afresh
+                return None
             return grading.rescore(unit.path, run["report"], exercise=self.exercise, sandbox=self.sandbox,
                                    duration_s=float(run.get("duration_s") or 0), course=self.course)
         except (OSError, ValueError, KeyError, TypeError, SubmissionRejected):  # ReportError is a ValueError
@@ -435,7 +447,8 @@ class Batch:
             earlier = [u for u in discover(self.compare_with, self.exercise) if u.path is not None]
             shown = text.names(f"{self.compare_with.name}/{u.key}" for u in earlier)
             files += [similarity.File(shown[f"{self.compare_with.name}/{u.key}"], _script(u.path),
-                                      similarity.sha256(u.content), origin=similarity.Origin.EARLIER) for u in earlier]
+                                      similarity.sha256(u.content), origin=similarity.Origin.EARLIER) for u in earlier
+                      if u.path is not None]
         exercise = exercises.get(self.exercise)
         files += similarity.known_sources(exercise.directory)
         starter = similarity.starter_code(exercise.statement, self.template)

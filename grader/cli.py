@@ -504,9 +504,11 @@ def _late_on_gradescope(document: dict, result: GradeResult, root: Path, late, c
                              adjustment=None)
     if not standing.late_days:
         return
+    final = standing.final
+    assert final is not None  # the score is not None
     said = (f"Submitted {standing.late_days} day(s) late: {readable_points(standing.penalty)} points off; "
-            f"score {readable_points(standing.final)} / {readable_points(result.max_score)}.")
-    document["score"] = round(standing.final, 4)
+            f"score {readable_points(final)} / {readable_points(result.max_score)}.")
+    document["score"] = round(final, 4)
     document["output"] = f"{said}\n\n{document.get('output', '')}"
     console.print(said)
 
@@ -559,7 +561,7 @@ def list_requests(store_dir: Path, as_json: bool):
         return
     table = Table("asked (UTC)", "submission", "score", "grade id", "reason", title="Regrade requests")
     for r in found:
-        when = datetime.datetime.fromtimestamp(r.created, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+        when = datetime.datetime.fromtimestamp(r.created, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M")
         score = r.status if r.score is None else out_of(float(r.score), r.max_score)
         table.add_row(when, escape(r.name), score, r.grade_id, escape(r.reason))
     console.print(table)

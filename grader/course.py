@@ -38,6 +38,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from grader.errors import GraderError
 from grader.result import Bug, TestResult, TestStatus, Visibility
@@ -152,7 +153,7 @@ class Course:
             totals.setdefault(t.function, []).append(t.max_score)
         out = []
         for t in tests:
-            changes = {}
+            changes: dict[str, Any] = {}
             if t.function in self.points:
                 old = sum(totals[t.function])
                 share = t.max_score / old if old > 0 else 1 / len(totals[t.function])
@@ -252,9 +253,9 @@ def _parse(doc: dict, text: str, name: str, sha256: str, exercise) -> Course:
     for cluster_id, settings in _entries(doc, "clusters", CLUSTER_KEYS, where):
         match = settings.get("match", cluster_id)
         if not isinstance(match, str) or not CLUSTER_ID.fullmatch(match):
-            key = ("clusters", cluster_id, "match") if "match" in settings else ("clusters", cluster_id)
+            place = ("clusters", cluster_id, "match") if "match" in settings else ("clusters", cluster_id)
             named = f"[clusters.{cluster_id}] match" if "match" in settings else f"[clusters.{cluster_id}]"
-            raise where.error(key, f"{named} names no cluster: a cluster id is c and 10 hex digits, as the class "
+            raise where.error(place, f"{named} names no cluster: a cluster id is c and 10 hex digits, as the class "
                                    f"report's clusters show them (got {match!r})")
         for key in ("title", "fix"):
             if not isinstance(settings.get(key), str) or not settings[key].strip():

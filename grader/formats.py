@@ -127,6 +127,7 @@ def _summary(result: GradeResult, shown: GradeResult) -> str:
 
 def _headline(result: GradeResult, shown: GradeResult) -> str:
     bugs = [b for b in shown.bugs if not b.advice]
+    assert result.score is not None  # graded (prairielearn's caller): only a grader error has no score
     line = f"Score {out_of(result.score, result.max_score)}."
     if bugs:
         line += " " + " ".join(f"{b.title}." for b in bugs)

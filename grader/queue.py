@@ -51,6 +51,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 import redis
 from celery import Celery, signals
@@ -128,6 +129,7 @@ def use_secret(path: Path | str | None = None) -> None:
 def _key() -> bytes:
     if _secret is None:
         use_secret()
+    assert _secret is not None  # use_secret set it, or raised SecretMissing
     return _secret
 
 
@@ -560,12 +562,13 @@ class Reaper(threading.Thread):
         return instance == self.instance or bool(self.redis.exists(f"grader:alive:{instance}"))
 
     def restore_dead(self) -> None:
-        holders = {tag.decode(): who.decode() for tag, who in self.redis.hgetall(HOLDERS).items()}
+        # a client without decode_responses: redis answers bytes
+        holders = {tag.decode(): who.decode() for tag, who in cast(dict[bytes, bytes], self.redis.hgetall(HOLDERS)).items()}
         if not holders:
             return
         with app_for(self.broker).connection_for_write() as conn:
             channel = conn.default_channel
-            unacked = {tag.decode() for tag in self.redis.hkeys(channel.unacked_key)}
+            unacked = {tag.decode() for tag in cast(list[bytes], self.redis.hkeys(channel.unacked_key))}
             for tag, who in holders.items():
                 if tag not in unacked:  # acknowledged (or already put back): nobody holds it now
                     self._release(keys=[HOLDERS], args=[tag, who])

@@ -10,11 +10,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from grader.result import GradeResult, Group, Status, TestResult, TestStatus, Visibility, out_of, points
+from grader.result import GradeResult, Status, TestStatus, Visibility, out_of, points
 
 MAX_OTHER_CASES = 6
 # How a group that students do not see yet is marked where the instructor reads (terminal, class report).
-WITHHELD = {Visibility.HIDDEN: "hidden from students", Visibility.AFTER_DUE_DATE: "shown to students after the due date"}
+WITHHELD: dict[str, str] = {Visibility.HIDDEN: "hidden from students", Visibility.AFTER_DUE_DATE: "shown to students after the due date"}
 
 def build(result: GradeResult) -> RichGroup:
     """The renderable shown on the terminal and stored, as plain text, in the JSON `feedback`."""
@@ -69,6 +69,7 @@ def _table(result: GradeResult) -> Table:
         table.add_row(mark, title, out_of(group.score, group.max_score))
     table.add_section()
     label = "Score on the tests shown" if result.withheld else "Score"
+    assert result.score is not None  # graded: only a grader error has no score
     table.add_row("", Text(label, style="bold"),
                   Text(out_of(result.score, result.max_score), style="bold"))
     if result.withheld:

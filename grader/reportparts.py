@@ -175,9 +175,9 @@ def _meaning(source: str) -> tuple[str, ...]:
         return tuple(out)
     for node in ast.walk(tree):  # docstrings
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
-            for n in range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1):
+        first = body[0] if isinstance(body, list) and body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            for n in range(first.lineno, (first.end_lineno or first.lineno) + 1):
                 out[n - 1] = ""
     for tok in tokens:  # comments: cut from where they start
         if tok.type == tokenize.COMMENT:

@@ -62,7 +62,7 @@ def _clean(value, one_line: bool):
     return value
 
 
-class Status(str, enum.Enum):
+class Status(str, enum.Enum):  # noqa: UP042 -- StrEnum would change str() and f-strings of a member
     GRADED = "graded"        # the suite ran; the score stands
     REJECTED = "rejected"    # the submission could not be graded at all; score 0
     ERROR = "error"          # the grader or sandbox failed; no score may be recorded
@@ -77,14 +77,14 @@ class JobState(enum.StrEnum):
     FAILED = "failed"        # a result of status error (the grader failed: no score), or one that did not verify
 
 
-class Visibility(str, enum.Enum):
+class Visibility(str, enum.Enum):  # noqa: UP042 -- StrEnum would change str() and f-strings of a member
     """When a student may see a test's result (set by the exercise's `visibility` marker)."""
     VISIBLE = "visible"
     AFTER_DUE_DATE = "after_due_date"
     HIDDEN = "hidden"
 
 
-class TestStatus(str, enum.Enum):
+class TestStatus(str, enum.Enum):  # noqa: UP042 -- StrEnum would change str() and f-strings of a member
     PASSED = "passed"
     FAILED = "failed"
     ERROR = "error"

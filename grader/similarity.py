@@ -35,6 +35,8 @@ import re
 import tokenize
 import tomllib
 import zlib
+from typing import Any
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -66,7 +68,7 @@ class BadThreshold(GraderError):
         super().__init__(f"{where} must be a number from 0 to 1 (a share of fingerprints in common), not {value}")
 
 
-def check_threshold(value: object, where: str = "--similar-threshold") -> float:
+def check_threshold(value: Any, where: str = "--similar-threshold") -> float:
     """`value` as a threshold: a finite number in (0, 1]; else BadThreshold naming `where`."""
     try:
         number = float(value)
@@ -242,7 +244,7 @@ class _Prepared:
     prints: set[int]
 
 
-def find(files: list[File], starter: list[str] = (), threshold: float = THRESHOLD) -> Findings:
+def find(files: list[File], starter: Sequence[str] = (), threshold: float = THRESHOLD) -> Findings:
     """The pairs of files whose code is much alike (and every pair of identical files), most alike
     first. Pairs are between two of the class (origin CLASS), or one of the class and an earlier
     term's file or a known source; never two earlier or known ones."""
@@ -259,14 +261,14 @@ def find(files: list[File], starter: list[str] = (), threshold: float = THRESHOL
     return Findings(tuple(pairs), threshold, tuple(sorted(short)), boilerplate)
 
 
-def scores(files: list[File], starter: list[str] = ()) -> dict[frozenset[str], float]:
+def scores(files: list[File], starter: Sequence[str] = ()) -> dict[frozenset[str], float]:
     """The figure of every pair, however low (for measuring the finder: bench/similarity.py)."""
     compared, _, _ = _compare(files, starter)
     return {frozenset((x.file.name, y.file.name)): 1.0 if identical else figure
             for x, y, figure, identical in compared}
 
 
-def _compare(files: list[File], starter: list[str]):
+def _compare(files: list[File], starter: Sequence[str]):
     """Every pair to consider with its figure, the short files and the number of boilerplate fingerprints."""
     shared_by_all = set()
     for chunk in starter:

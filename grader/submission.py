@@ -10,6 +10,7 @@ import sys
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from grader.errors import SubmissionRejected
 from sandbox.source import CellSpan, LineMap
@@ -111,7 +112,7 @@ def check_compiles(script: bytes, line_map: LineMap) -> None:
     try:
         ran = subprocess.run([sys.executable, "-I", "-S", "-c", child], input=script, capture_output=True,
                              timeout=COMPILE_S)
-        ended = json.loads(ran.stdout) if ran.returncode == 0 else {"type": f"exit {ran.returncode}"}
+        ended: dict[str, Any] = json.loads(ran.stdout) if ran.returncode == 0 else {"type": f"exit {ran.returncode}"}
     except subprocess.TimeoutExpired:
         raise SubmissionRejected("too_complex", f"Python takes more than {COMPILE_S} s to compile this "
                                  "file (an honest solution takes milliseconds): is some statement "

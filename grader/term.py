@@ -105,7 +105,7 @@ def submitted_at(entry: Path, graded: Path | None) -> datetime.datetime | None:
             return stamp
     try:
         return datetime.datetime.fromtimestamp(os.stat(graded or entry, follow_symlinks=False).st_mtime,
-                                               tz=datetime.timezone.utc)
+                                               tz=datetime.UTC)
     except (OSError, TypeError):
         return None
 
@@ -117,7 +117,7 @@ def platform_time(folder: Path) -> datetime.datetime | None:
         stamp = datetime.datetime.fromisoformat(str(meta["created_at"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=datetime.timezone.utc)
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=datetime.UTC)
 
 
 # --- where a grade stands -------------------------------------------------------------------------
@@ -154,7 +154,9 @@ class Standing:
                        f"{readable(self.adjustment)} points.")
         if self.note:
             out.append(f"Note: {self.note}")
-        out.append(f"Final score: {readable(self.final)} / {readable(self.max_score)} "
+        final = self.final
+        assert final is not None  # raw is not None here
+        out.append(f"Final score: {readable(final)} / {readable(self.max_score)} "
                    f"(the grader's {readable(self.raw)}).")
         return tuple(out)
 
@@ -182,7 +184,7 @@ def gradebook_cells(s: Standing | None) -> list[str]:
     """The term's columns of a gradebook line (GRADEBOOK_COLUMNS)."""
     if s is None:
         return [""] * len(GRADEBOOK_COLUMNS)
-    stamp = s.submitted.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if s.submitted else ""
+    stamp = s.submitted.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if s.submitted else ""
     return [stamp, str(s.late_days), readable(s.penalty), readable(s.adjustment),
             "" if s.final is None else readable(s.final), s.note]
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from sandbox.errors import GraderError
 
@@ -128,7 +129,8 @@ def install(refuse: tuple[str, ...], tally_fd: int | None, submission: str, *, r
     with open(readable_as or path, "rb") as f:
         text = importlib.util.decode_source(f.read())
     tally = _tally_writer(tally_fd)
-    guarded, files = set(), set()
+    guarded: set[object] = set()
+    files: set[str] = set()
     for index, dotted in enumerate(refuse):
         guarded |= _refuse_in_place(dotted, tally, bytes([index + 1]), files)
     for dotted in TORCHSCRIPT_LOADERS:
@@ -189,7 +191,7 @@ def _resolve(dotted: str):
     for cut in range(len(parts), 0, -1):
         name = ".".join(parts[:cut])
         if name in sys.modules or cut == 1:
-            target = sys.modules.get(name) or importlib.import_module(name)
+            target: Any = sys.modules.get(name) or importlib.import_module(name)
             for attr in parts[cut:]:
                 target = getattr(target, attr, None)
                 if target is None:
@@ -212,7 +214,8 @@ def _refuse_in_place(dotted: str, tally, mark: bytes, files: set) -> set:
             files.add(os.path.realpath(spec.origin))
         return set()
     if isinstance(target, types.ModuleType):
-        files.add(os.path.realpath(target.__file__))
+        if target.__file__:  # a module with no file (a namespace package) has no source to refuse
+            files.add(os.path.realpath(target.__file__))
         guarded = {target}
         for value in list(vars(target).values()):
             if getattr(value, "__module__", None) == target.__name__ and isinstance(value, (type, types.FunctionType)):
@@ -294,7 +297,8 @@ def _refuse_operator(name: str, tally, mark: bytes, what: str) -> None:
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel": the point
         for key in ("CPU", "NestedTensorCPU"):
             try:
-                handle.impl(name, key, kernel, False)
+                # torch's stub lacks impl's with_keyset, which torch.library itself passes
+                handle.impl(name, key, kernel, False)  # type: ignore[call-arg]
             except RuntimeError:
                 pass  # no such operator, or none for this key
 

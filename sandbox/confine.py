@@ -125,7 +125,8 @@ def seccomp_program(table: SyscallTable) -> list[tuple[int, int, int, int]]:
             allow, (_RET_K, 0, 0, _RET_ALLOW),
             deny, (_RET_K, 0, 0, _RET_ERRNO | EPERM),
             nosys, (_RET_K, 0, 0, _RET_ERRNO | ENOSYS)]
-    labels, program = {}, []
+    labels: dict[str, int] = {}
+    program: list[tuple[int, int | str, int | str, int]] = []
     for op in ops:
         if isinstance(op, str):
             labels[op] = len(program)

@@ -48,6 +48,7 @@ def run_job(job: dict, wall_s: float) -> RunResult:
                                    stdout=subprocess.DEVNULL, cwd=os.path.dirname(job["submission"]),
                                    start_new_session=True)
         parent.close()
+        assert harness.stdin is not None  # stdin=PIPE
         try:
             harness.stdin.write(json.dumps(job).encode())
             harness.stdin.close()

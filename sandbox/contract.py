@@ -6,7 +6,9 @@ entry. Nothing here names an exercise, and nothing here runs the student's code.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from sandbox.limits import Limits
 
@@ -52,14 +54,14 @@ class Entry:
 
     @classmethod
     def a_class(cls, name: str, args: tuple[str, ...], *methods: Method, base: str = "torch.nn.Module",
-                **more) -> Entry:
+                **more: Any) -> Entry:
         return cls(CLASS, name, tuple(args), None, tuple(methods), base, **more)
 
     @classmethod
-    def a_function(cls, name: str, args: tuple[str, ...], required: int | None = None, **more) -> Entry:
+    def a_function(cls, name: str, args: tuple[str, ...], required: int | None = None, **more: Any) -> Entry:
         return cls(FUNCTION, name, tuple(args), required, **more)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in (CLASS, FUNCTION):
             raise ValueError(f"an entry is a {CLASS} or a {FUNCTION}, not {self.kind!r}")
         if not self.name.isidentifier():
@@ -92,7 +94,7 @@ class Entry:
 
     # --- the wire -------------------------------------------------------------------------------
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "args": list(self.args), "required": self.required,
                 "methods": [{"name": m.name, "args": list(m.args), "required": m.required} for m in self.methods],
                 "base": self.base, "returns": self.returns, "refuse": list(self.refuse),
@@ -100,7 +102,7 @@ class Entry:
                 "contexts": [list(pair) for pair in self.contexts]}
 
     @classmethod
-    def from_dict(cls, d: dict) -> Entry:
+    def from_dict(cls, d: dict[str, Any]) -> Entry:
         methods = tuple(Method(str(m["name"]), tuple(m["args"]), m.get("required")) for m in d.get("methods") or ())
         return cls(str(d["kind"]), str(d["name"]), tuple(d.get("args") or ()), d.get("required"), methods,
                    str(d.get("base") or ""), int(d.get("returns", 1)), tuple(d.get("refuse") or ()),
@@ -124,11 +126,12 @@ REJECTIONS = {
 }
 
 
-def rejection_text(entry: Entry, rejection: dict, at: str, texts: dict | None = None) -> str:
+def rejection_text(entry: Entry, rejection: dict[str, Any], at: str, texts: dict[str, str] | None = None) -> str:
     """The sentence for a rejection the worker reported (`rejection`: its reason and facts);
     `at`: where in the student's file (" at line 3" or ""); `texts`: the exercise's own wordings."""
     reason = str(rejection.get("reason"))
-    error = rejection.get("error") if isinstance(rejection.get("error"), dict) else {}
+    raw_error = rejection.get("error")
+    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
     found = rejection.get("found")
     method = next((m for m in entry.methods if m.name == rejection.get("method")),
                   entry.methods[0] if entry.methods else Method("", ()))
@@ -174,7 +177,7 @@ class HarnessJob:
     tests: str
     entry: Entry
     limits: Limits = field(default_factory=Limits)
-    line_map: tuple = ()
+    line_map: tuple[Sequence[int], ...] = ()   # rows (first, count, cell): sandbox.source.LineMap
     hidden: tuple[str, ...] = ()
     submission: str = ""
     scratch: str = ""
@@ -187,7 +190,7 @@ class HarnessJob:
         return replace(self, submission=submission, scratch=scratch, zygote=zygote,
                        hidden=(*self.hidden, *hidden))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"exercise": self.exercise, "version": self.version, "tests": self.tests,
                 "entry": self.entry.to_dict(), "limits": self.limits.to_dict(),
                 "line_map": [list(row) if isinstance(row, (list, tuple)) else row for row in self.line_map],
@@ -198,7 +201,7 @@ class HarnessJob:
                 "seed": self.seed}
 
     @classmethod
-    def from_dict(cls, d: dict) -> HarnessJob:
+    def from_dict(cls, d: dict[str, Any]) -> HarnessJob:
         z = d.get("zygote")
         zygote = None if not z else Zygote(int(z["fd"]), bool(z.get("ready")), tuple(z.get("notes") or ()),
                                            bool(z.get("capped")))

@@ -14,6 +14,8 @@ import os
 import tarfile
 import time
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from sandbox.backend import (
     SCRIPT_NAME,
@@ -159,10 +161,10 @@ class WarmDocker(WarmSandbox):
     backend = "docker"
     contained = True
 
-    def __init__(self, prepare: list[dict] = (), image: str | None = None):
+    def __init__(self, prepare: Sequence[dict] = (), image: str | None = None):
         super().__init__(prepare)
         self.cold = DockerSandbox(image)
-        self.container = None
+        self.container: Any = None  # the server's docker Container, once opened
 
     def _open(self):
         from docker.utils.socket import frames_iter

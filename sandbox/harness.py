@@ -17,13 +17,15 @@ import time
 
 IMPORTED = time.monotonic()  # before the harness's own imports
 
-from sandbox.contract import HarnessJob
-from sandbox.errors import GraderError
-from sandbox.limits import guard_harness, release_harness
-from sandbox.phases import Clock, process_started
-from sandbox.protocol import bounded
-from sandbox.proxy import Student, Zygote
-from sandbox.source import LineMap, python_lines
+from typing import Any  # noqa: E402 -- after IMPORTED, which times these imports
+
+from sandbox.contract import HarnessJob  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.errors import GraderError  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.limits import guard_harness, release_harness  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.phases import Clock, process_started  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.protocol import bounded  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.proxy import Student, Zygote  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.source import LineMap, python_lines  # noqa: E402 -- after IMPORTED, which times these imports
 
 REPORT_SCHEMA = 1
 REPORT_MARGIN_S = 10.0   # the student's code stops this long before the wall clock
@@ -66,7 +68,7 @@ def run(job: HarnessJob) -> dict:
                       scratch=job.scratch or None, locate=line_map.describe(source_lines), source=source,
                       source_lines=source_lines,
                       hidden=(os.path.dirname(tests_dir), tempfile.gettempdir(), *job.hidden))
-    report = {"schema": REPORT_SCHEMA, "exercise": job.exercise, "exercise_version": job.version,
+    report: dict[str, Any] = {"schema": REPORT_SCHEMA, "exercise": job.exercise, "exercise_version": job.version,
               "environment": _environment(), "notes": list(zygote.notes)}
     try:
         with clock.span("worker: submission loaded"):
@@ -121,7 +123,7 @@ def _run_pytest(tests_dir, student: Student, seed: str = "", clock: Clock | None
         sys.stdout = stdout
     if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED,
                 pytest.ExitCode.INTERRUPTED):
-        raise HarnessFault(f"pytest ended with {code.name}: {output.getvalue()[-3000:]}")
+        raise HarnessFault(f"pytest ended with {pytest.ExitCode(code).name}: {output.getvalue()[-3000:]}")
     tests = []
     for entry in (json_plugin.report or {}).get("tests", []):
         grade = (entry.get("metadata") or {}).get("grade")

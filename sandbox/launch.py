@@ -68,7 +68,8 @@ def outcome(raw: bytes | None, timed_out: bool, wall_s: float, code: int | None,
 
 def read_report(fd: int, deadline: float) -> tuple[bytes | None, bool]:
     """What `fd` gives until EOF or `deadline` (then True); None for a report over the size limit."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         wait = deadline - time.monotonic()
         if wait <= 0 or not select.select([fd], [], [], wait)[0]:

@@ -100,7 +100,8 @@ def guard_harness(limits: Limits, alarm_at: float) -> None:
                          (resource.RLIMIT_CPU, (soft_cpu, soft_cpu + 10))):
         try:
             hard = resource.getrlimit(which)[1]
-            resource.setrlimit(which, tuple(v if hard == resource.RLIM_INFINITY else min(v, hard) for v in value))
+            soft, top = (v if hard == resource.RLIM_INFINITY else min(v, hard) for v in value)
+            resource.setrlimit(which, (soft, top))
         except (ValueError, OSError):
             pass  # a lower limit set by someone else stays
     signal.signal(signal.SIGXCPU, stop(f"the grader's own CPU time limit ({soft_cpu} s) was reached"))

@@ -39,8 +39,8 @@ class LocalSandbox:
             with open(script, "wb") as f:
                 f.write(job.source)
             job_file = os.path.join(scratch, "job.json")
-            with open(job_file, "w") as f:  # the machine's temp folder stays hidden from the student
-                json.dump(job.to_harness(script, hidden=(tempfile.gettempdir(),)), f)
+            with open(job_file, "w") as out:  # the machine's temp folder stays hidden from the student
+                json.dump(job.to_harness(script, hidden=(tempfile.gettempdir(),)), out)
 
             def launch(write_fd: int) -> Launched:
                 # The grade's own temporary root: whatever the harness and the workers make goes there.

@@ -12,7 +12,11 @@ import os
 import select
 import struct
 import time
-from typing import Any
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is imported only where a tensor is made or read
+    import torch
 
 from sandbox.errors import GraderError
 
@@ -26,7 +30,7 @@ DTYPE_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
                "int64": 8, "int32": 4, "bool": 1, "uint8": 1}
 
 
-def bounded(value, limit: int = 2000) -> str:
+def bounded(value: object, limit: int = 2000) -> str:
     """Text cut to `limit` characters: what the worker says may be megabytes long (a patched worker
     sends whatever it likes), and it ends up in the report."""
     text = value if isinstance(value, str) else str(value)
@@ -45,7 +49,7 @@ class Deadline(GraderError):
     """No complete frame arrived before the deadline."""
 
 
-def encode(message: dict) -> bytes:
+def encode(message: dict[str, Any]) -> bytes:
     """Encode a message whose values may include torch tensors (nested in dicts and lists)."""
     chunks: list[bytes] = []
     offset = 0
@@ -69,7 +73,7 @@ def encode(message: dict) -> bytes:
     return PREFIX.pack(len(header), len(payload)) + header + payload
 
 
-def decode(header_bytes: bytes, payload: bytes) -> dict:
+def decode(header_bytes: bytes, payload: bytes) -> dict[str, Any]:
     """Decode a frame into a message; tensors come back as fresh torch tensors."""
     try:
         message = json.loads(header_bytes.decode())
@@ -95,13 +99,13 @@ def decode(header_bytes: bytes, payload: bytes) -> dict:
             return [walk(v, depth + 1) for v in value]
         return value
 
-    decoded = walk(message, 0)
+    decoded: dict[str, Any] = walk(message, 0)  # a dict walks to a dict
     if cursor != len(payload):
         raise ProtocolError("payload bytes that no tensor describes")
     return decoded
 
 
-def send(fd: int, message: dict, *, deadline: float | None = None) -> None:
+def send(fd: int, message: dict[str, Any], *, deadline: float | None = None) -> None:
     """Write one frame; with a deadline the fd must be non-blocking, and a peer that stops reading
     raises Deadline instead of blocking the writer forever."""
     data = memoryview(encode(message))
@@ -117,7 +121,7 @@ def send(fd: int, message: dict, *, deadline: float | None = None) -> None:
         data = data[written:]
 
 
-def recv(fd: int, *, deadline: float | None = None) -> dict:
+def recv(fd: int, *, deadline: float | None = None) -> dict[str, Any]:
     """Read one frame; raise Deadline if it is not complete by `deadline` (time.monotonic())."""
     prefix = _read_exact(fd, PREFIX.size, deadline)
     header_len, payload_len = PREFIX.unpack(prefix)
@@ -151,12 +155,12 @@ def _is_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
-def _torch_if_loaded():
+def _torch_if_loaded() -> types.ModuleType | None:
     import sys
     return sys.modules.get("torch")
 
 
-def _tensor_bytes(tensor) -> tuple[bytes, str, list[int]]:
+def _tensor_bytes(tensor: torch.Tensor) -> tuple[bytes, str, list[int]]:
     import torch
     t = tensor.detach().to("cpu").contiguous()
     dtype = str(t.dtype).removeprefix("torch.")
@@ -166,7 +170,7 @@ def _tensor_bytes(tensor) -> tuple[bytes, str, list[int]]:
     return raw, dtype, list(t.shape)
 
 
-def _tensor_from(desc: dict, payload: bytes):
+def _tensor_from(desc: dict[str, Any], payload: bytes) -> torch.Tensor:
     import torch
     dtype, shape = desc.get(TENSOR_KEY), desc.get("shape")
     offset, nbytes = desc.get("offset"), desc.get("nbytes")

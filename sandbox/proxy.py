@@ -18,7 +18,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from sandbox import protocol
 from sandbox.protocol import bounded
@@ -245,11 +247,12 @@ def namespace_prefix() -> list[str] | None:
     if os.geteuid() != 0:
         candidates[:0] = [["--user", "--map-root-user", *isolated],
                           ["--user", "--map-root-user", "--net", "--pid", "--ipc", "--fork", "--kill-child"]]
-    for flags in candidates if tool else []:
-        probe = subprocess.run([tool, *flags, "true"], capture_output=True)
-        if probe.returncode == 0:
-            _PREFIX_CACHE = [tool, *flags]
-            return _PREFIX_CACHE
+    if tool:
+        for flags in candidates:
+            probe = subprocess.run([tool, *flags, "true"], capture_output=True)
+            if probe.returncode == 0:
+                _PREFIX_CACHE = [tool, *flags]
+                return _PREFIX_CACHE
     _PREFIX_CACHE = []
     return None
 
@@ -264,7 +267,7 @@ class _OutputDrain:
         self.kept = bytearray()
         self.total = 0
         self.flooded = threading.Event()
-        self.on_flood = None
+        self.on_flood: Callable[[], None] | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -333,6 +336,7 @@ class Student:
                 raise WorkerSetupFailed(failure.message) from failure
             self.load_result = LoadResult(False, f"import_{failure.kind}", {"message": failure.message})
             return self.load_result
+        assert self.worker is not None  # _start set it
         self.load_result = LoadResult(bool(ready.get("ok")), ready.get("reason"), ready, self.worker.notes)
         return self.load_result
 
@@ -415,11 +419,13 @@ class Student:
             ready = self._start(self.limits.import_s)
             if not ready.get("ok"):
                 self._fail("exit", "the submission no longer imports in a fresh worker")
+        worker = self.worker
+        assert worker is not None  # _start set it
         timeout = min(self.limits.call_s, self.budget_left, self.deadline - time.monotonic())
         started = time.monotonic()
         try:
             try:
-                protocol.send(self.worker.req_fd, {"op": op, **fields}, deadline=started + timeout)
+                protocol.send(worker.req_fd, {"op": op, **fields}, deadline=started + timeout)
             except protocol.Deadline:
                 self._fail("timeout", f"your code stopped reading requests; a call did not start within "
                                       f"{self.limits.call_s:g} s")
@@ -430,7 +436,8 @@ class Student:
             self.budget_left -= time.monotonic() - started
         self.answers += 1
         if not response.get("ok"):
-            error = response.get("error") if isinstance(response.get("error"), dict) else {}
+            raw_error = response.get("error")
+            error = raw_error if isinstance(raw_error, dict) else {}
             line = error.get("line") if isinstance(error.get("line"), int) else None
             raise StudentCodeError(op, error, self.locate(line) if line else None)
         return response
@@ -438,6 +445,7 @@ class Student:
     def _receive(self, op: str, deadline: float) -> dict:
         """The worker's answer to `op`."""
         worker = self.worker
+        assert worker is not None  # only called once _start set it
         try:
             return protocol.recv(worker.resp_fd, deadline=deadline)
         except protocol.Deadline:
@@ -464,16 +472,17 @@ class Student:
             return "the process running your code ended unexpectedly"
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            hint = {signal.SIGXCPU: f" (CPU time limit of {self.limits.cpu_s} s)",
-                    signal.SIGKILL: " (killed: memory or process limit?)",
-                    signal.SIGXFSZ: f" (file size limit of {self.limits.file_bytes >> 20} MiB)",
-                    signal.SIGSEGV: " (a crash)"}.get(sig, "")
+            hints: dict[int, str] = {signal.SIGXCPU: f" (CPU time limit of {self.limits.cpu_s} s)",
+                                     signal.SIGKILL: " (killed: memory or process limit?)",
+                                     signal.SIGXFSZ: f" (file size limit of {self.limits.file_bytes >> 20} MiB)",
+                                     signal.SIGSEGV: " (a crash)"}
+            hint = hints.get(sig, "")
             return f"the process running your code was killed by signal {signal.Signals(sig).name}{hint}"
         code = os.WEXITSTATUS(status)
         return (f"your code ended the process with exit code {code} "
                 f"(sys.exit, os._exit or similar are not allowed in a submission)")
 
-    def _fail(self, kind: str, message: str):
+    def _fail(self, kind: str, message: str) -> NoReturn:
         worker = self.worker
         self.worker = None
         if worker:

@@ -52,7 +52,7 @@ def settings() -> tuple:
     attr = ctypes.create_string_buffer(128)  # struct sched_attr, read whole (size 56 today)
     sched = attr.raw if calls and libc.syscall(calls["sched_getattr"], 0, attr, 128, 0) == 0 else \
         (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
-    proc = []
+    proc: list[str | None] = []
     for name in ("oom_score_adj", "cgroup"):
         try:
             with open(f"/proc/self/{name}") as f:
@@ -63,7 +63,7 @@ def settings() -> tuple:
         sched, libc.prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0), tuple(proc)
 
 
-def after_submission(command: dict, baseline: tuple, reap: Callable[[], None], wait_s: float = 5.0) -> bool:
+def after_submission(command: dict, baseline: tuple, reap: Callable[[], object], wait_s: float = 5.0) -> bool:
     """Kill every process this zygote can signal but itself, remove the IPC objects and (as the
     student's own user) the files the submission left, and check that nobody changed this
     process. True when all of that holds.
@@ -82,7 +82,7 @@ def after_submission(command: dict, baseline: tuple, reap: Callable[[], None], w
     return clean and settings() == baseline
 
 
-def _kill_all_others(scope: str, reap: Callable[[], None], wait_s: float) -> bool:
+def _kill_all_others(scope: str, reap: Callable[[], object], wait_s: float) -> bool:
     end = time.monotonic() + wait_s
     while True:
         try:

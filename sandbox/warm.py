@@ -31,11 +31,12 @@ import os
 import queue
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sandbox.backend import (
     SCRIPT_NAME,
@@ -45,6 +46,9 @@ from sandbox.backend import (
 )
 from sandbox.errors import GraderError
 from sandbox.launch import Launched, run_harness
+
+if TYPE_CHECKING:  # imported where the server starts, not before
+    from sandbox.proxy import Zygote
 
 READY_TIMEOUT_S = 180.0   # a server's start: the torch, pytest and exercise imports, on a loaded machine
 REPLY_MARGIN_S = 30.0     # beyond a job's wall clock, on a busy machine
@@ -60,7 +64,7 @@ class Server:
     def __init__(self, image: bool, prepare: list[dict]):
         self.image = image
         self.prepare = prepare  # per exercise: its test package, and its warm-up source
-        self.zygote = None
+        self.zygote: Zygote | None = None
         self.notes: list[str] = []
         self.can_reset = False
 
@@ -77,14 +81,14 @@ class Server:
                 start_student_zygote,
             )
             control, process = start_student_zygote(warm=self._warm_ups())
-            self.zygote = Zygote(control, process, [])
+            self.zygote = zygote = Zygote(control, process, [])
             self.student_uid = pwd.getpwnam(STUDENT_USER).pw_uid
             become(HARNESS_USER)
             os.environ["HOME"] = tempfile.gettempdir()
         else:
             from sandbox.harness import ZYGOTE_PIDS
-            self.zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=self._warm_ups())
-        self.notes = list(self.zygote.notes)
+            self.zygote = zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=self._warm_ups())
+        self.notes = list(zygote.notes)
         # Without Landlock a worker may write outside its scratch folder and reach the zygote: no
         # reset could vouch for that, so every submission then gets a fresh server.
         self.can_reset = landlock_abi() >= 1
@@ -100,10 +104,11 @@ class Server:
         warm_up(self._warm_ups())  # no sympy: the harness's own code needs none (the workers' zygote has it)
         for exercise in self.prepare:
             _import_tests(str(exercise["tests"]))
-        self.zygote.wait_ready(READY_TIMEOUT_S)
+        zygote.wait_ready(READY_TIMEOUT_S)
         # Only now, with the zygote running, has `unshare` surely made its namespaces and forked the
         # zygote: the process we started is `unshare` with the zygote as its only child, or the zygote.
-        started = self.zygote.process.pid
+        assert zygote.process is not None  # started here, either way
+        started = zygote.process.pid
         self.private_ipc = self.image or _own_ipc_namespace(started)
         children = [child for child, parent in _parents().items() if parent == started]
         self.zygote_pid = children[0] if children else started
@@ -123,6 +128,7 @@ class Server:
         with open(path, "wb") as f:
             f.write(base64.b64decode(message["source"]))
         os.chmod(path, 0o444)
+        assert self.zygote is not None  # start() made it
         job = {**{k: v for k, v in message.items() if k not in ("id", "source")}, "submission": path,
                "scratch": scratch, "zygote": {"fd": self.zygote.control.fileno(), "ready": True,
                                               "notes": self.notes, "capped": self.zygote.processes_capped}}
@@ -138,6 +144,7 @@ class Server:
     def reset(self, scratch: str) -> bool:
         """Leave nothing of the last submission: its processes, IPC objects and files, and no change
         to the zygote. True when the zygote vouches for that and this server sees it too."""
+        assert self.zygote is not None  # start() made it
         control = self.zygote.control
         control.setblocking(False)
         try:  # answers meant for the harness we just killed
@@ -315,7 +322,7 @@ class WarmSandbox:
     backend = "local"
     contained = False
 
-    def __init__(self, prepare: list[dict] = ()):
+    def __init__(self, prepare: Sequence[dict] = ()):
         self.prepare = list(prepare)  # per exercise: {"tests": its test package, "warmup": its source}
         self._lines: _Lines | None = None
         self._reset_pending = False   # the server is clearing up after the last job

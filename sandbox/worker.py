@@ -13,6 +13,9 @@ import importlib.util
 import inspect
 import os
 import sys
+import types
+from typing import Any
+
 from sandbox import protocol
 from sandbox.contract import CLASS, Entry
 
@@ -47,9 +50,9 @@ class Worker:
         self.audit = audit  # False: the kernel's layers alone (sandbox.limits.Limits.audit)
         self.spec = spec
         self.tally_fd = tally_fd  # the pipe each refusal is counted into (audit.py)
-        self.entry = None  # the student's class or function
+        self.entry: Any = None  # the student's class or function
         self.modules: dict[int, object] = {}
-        self.contexts: dict[str, object] = {}  # the entry's contexts, compiled before the hook is in
+        self.contexts: dict[str, types.CodeType] = {}  # the entry's contexts, compiled before the hook is in
 
     # -- loading -----------------------------------------------------------------------------
     def load(self) -> dict:
@@ -69,11 +72,12 @@ class Worker:
         self.parameters = measure.walker()
         loader = importlib.machinery.SourceFileLoader(SUBMISSION_MODULE, here)
         spec = importlib.util.spec_from_loader(SUBMISSION_MODULE, loader, origin=here)
+        assert spec is not None  # spec_from_loader makes one whenever it is given a loader
         spec.has_location = True  # __file__ is set, as for any file imported
         module = importlib.util.module_from_spec(spec)
         sys.modules[SUBMISSION_MODULE] = module
         try:
-            spec.loader.exec_module(module)
+            loader.exec_module(module)  # spec.loader
         except SystemExit as err:
             return {"ok": False, "reason": "exit_at_import", "error": describe_exception(err, self.path)}
         except BaseException as err:

@@ -60,7 +60,7 @@ def main() -> None:
         if op == "spawn":
             _wait_status(0, statuses, 0)  # reap what has ended: zombies count against pids.max
             try:
-                answer = {"pid": _spawn(command, fds, control)}
+                answer: dict[str, int | str] = {"pid": _spawn(command, fds, control)}
             except OSError as err:  # fork refused: the process limit is full
                 answer = {"error": f"cannot start a worker: {err.strerror}"}
             for fd in fds:

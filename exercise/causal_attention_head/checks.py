@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import TypedDict
 
 import pytest
 import torch
 
 from sandbox.kit import differs, read_matrix, softmax_fit, values_needed
+
+
+class Tolerance(TypedDict):
+    """torch.isclose's bounds, passed as its keywords."""
+    atol: float
+    rtol: float
+
 
 # Measured with bench/measure_head_tolerances.py over every correct style in
 # tests/submissions/head/correct against the float64 reference: the worst correct float32 answer
@@ -16,7 +24,7 @@ from sandbox.kit import differs, read_matrix, softmax_fit, values_needed
 # of magnitude of room and sit far below the smallest error of a known mistake (~3e-3: masked
 # scores set to -10). A weight that a finite fill leaves above the diagonal (-1e9, finfo.min, even
 # -30 in float64) is within them: not a mistake.
-TOLERANCE = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-9, "rtol": 1e-7}}
+TOLERANCE: dict[str, Tolerance] = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-9, "rtol": 1e-7}}
 DTYPES = ("float32", "float64")
 
 # (B, T, d_k): one sequence and three, T = 1 (a single key) and 2, T past 8 and 16 (where a cached
@@ -92,7 +100,8 @@ def answers_and_gate(student, draws, inputs: list, dtype: str, label) -> tuple[l
     every position), out must be A @ v for one matrix A whatever v is; the weights returned must
     be that A; and A must be a softmax of c * q . k over the keys it uses (sandbox.kit), for q, k
     computed here. A scale mistake is still attention; weights that do not follow q . k are not."""
-    calls, spans = [], []
+    calls: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    spans: list[tuple[int, int]] = []
     for i, (q, k, v) in enumerate(inputs):
         B, T, d_k = q.shape
         extra = [draws.normal(B, T, d_k, label=(label, "values", i, j), dtype=dtype)
@@ -106,7 +115,7 @@ def answers_and_gate(student, draws, inputs: list, dtype: str, label) -> tuple[l
     for place, i in enumerate(order):
         answers[i] = got[place]
     problem = None
-    for (start, n), (q, k, v) in zip(spans, inputs):
+    for (start, n), (q, k, _v) in zip(spans, inputs):
         problem = _not_attention(answers[start:start + n], [c[2] for c in calls[start:start + n]], q, k, dtype)
         if problem:
             B, T, d_k = q.shape

@@ -19,7 +19,7 @@ import torch
 
 from exercise.causal_attention_head import mistakes, reference
 from exercise.causal_attention_head.catalog import CATALOG
-from exercise.causal_attention_head.checks import ranges, vector
+from exercise.causal_attention_head.checks import Tolerance, ranges, vector
 from sandbox.proxy import StudentCodeError, WorkerFailure
 
 # (B, T, d_k): d_k all different and none 1 (sqrt(d_k), d_k and 1 stay apart, so a fitted scale
@@ -28,7 +28,7 @@ PROBES = [(2, 6, 4), (3, 9, 6), (1, 12, 9), (2, 5, 16), (1, 40, 3)]
 # A model matches the student's answers to these bounds: three orders of magnitude above float32
 # rounding (a function that computes in float32 inside still matches), and far below the smallest
 # difference between two mistakes (about 1e-2). What the tests call wrong is stricter (checks.py).
-MATCH = {"atol": 1e-6, "rtol": 1e-5}
+MATCH: Tolerance = {"atol": 1e-6, "rtol": 1e-5}
 SCALES = {  # the factor the raw scores q k^T are multiplied by -> what the code most likely does
     "none": lambda d, T: 1.0, "head_dim_not_sqrt": lambda d, T: 1 / d, "multiplied": lambda d, T: math.sqrt(d),
     "sqrt_seq_len": lambda d, T: 1 / math.sqrt(T),
@@ -91,7 +91,7 @@ def _answers(student, found: Diagnosis) -> None:
     except StudentCodeError as err:
         found.unexplained = f"your function raised {err.describe()}, and no mistake in the catalog explains it"
         return
-    for (q, k, v), (out, weights) in zip(inputs, answers):
+    for (q, _k, v), (out, weights) in zip(inputs, answers):
         if tuple(out.shape) != tuple(v.shape) or tuple(weights.shape) != (*q.shape[:2], q.shape[1]):
             return  # the interface test says what the shapes are
     correct = [reference.attention(*x) for x in inputs]
@@ -100,12 +100,12 @@ def _answers(student, found: Diagnosis) -> None:
         return  # right on every probe: what failed is not a mistake of the values
     # A mistake may show at some shapes only (a branch on T or B): a model must reproduce every probe
     # where the answers are wrong; where they are right, the mistake was not taken (said in the evidence).
-    fits = [(m, None) for m in mistakes.SINGLES
+    fits: list[tuple[mistakes.Mistake, dict[int, tuple[float, float] | None] | None]] = [(m, None) for m in mistakes.SINGLES
             if all(_same(answers[i], mistakes.attention(*inputs[i], m)) for i in wrong)]
     for mistake in mistakes.FITTED:
-        values = {i: _fit(mistake, inputs[i], answers[i]) for i in wrong}   # fitted only where it shows
-        if all(v is not None for v in values.values()):
-            fits.append((mistake, values))
+        fitted = {i: _fit(mistake, inputs[i], answers[i]) for i in wrong}   # fitted only where it shows
+        if all(v is not None for v in fitted.values()):
+            fits.append((mistake, fitted))
     named = {m[0] for m, _ in fits}
     if len(named) == 1:
         (bug, variant), values = fits[0]
@@ -124,7 +124,7 @@ def _same(answer, expected) -> bool:
                for a, e in zip(answer, expected))
 
 
-def _fit(mistake, qkv, answer) -> tuple[float, float] | None:
+def _fit(mistake, qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor], answer) -> tuple[float, float] | None:
     """(value, output factor) with which the mistake reproduces this answer, or None. The value is
     read off the weights (_read); the output is then fitted on its own where the mistake can touch it
     apart from the weights: a scale is sometimes put on the output too (or instead), so for wrong
@@ -145,7 +145,7 @@ def _fit(mistake, qkv, answer) -> tuple[float, float] | None:
     return value, factor
 
 
-def _read(mistake, qkv, weights: torch.Tensor) -> float | None:
+def _read(mistake, qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor], weights: torch.Tensor) -> float | None:
     """The mistake's parameter read off the student's weights (B, T, T), where the log of a weight
     is linear in it: within a row, log w[t, s] - log w[t, 0] is factor * (r[t, s] - r[t, 0]) for the
     raw scores r = q k^T, and, for a future key s > t, value - r[t, 0] / sqrt(d_k)."""
@@ -172,6 +172,7 @@ def _variant(bug: str, variant: str, values: dict | None) -> str:
     """A fitted scale gets the name of the formula it equals at every probe it was fitted at, if any."""
     if (bug, variant) != ("wrong_scale", "factor"):
         return variant
+    assert values is not None  # a fitted mistake comes with its values
     for name, formula in SCALES.items():
         if all(math.isclose(v, formula(PROBES[i][2], PROBES[i][1]), rel_tol=1e-4) for i, (v, _) in values.items()):
             return name

@@ -31,7 +31,7 @@ FITTED: list[Mistake] = [("wrong_scale", "factor"), ("mask_fill_not_neg_inf", "v
 # The causal mask's diagonal: tril(offset) is what position t may attend to.
 # excludes_self_empty_row: the same mask written as a loop over the keys before t (k[:, :t]), whose
 # row 0 is an empty softmax: zero weights and a zero output where the masked softmax gives NaN.
-OFFSETS = {"excludes_self": -1, "excludes_self_empty_row": -1, "includes_next": 1}
+OFFSETS: dict[str | None, int] = {"excludes_self": -1, "excludes_self_empty_row": -1, "includes_next": 1}
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mistake: Mistake | None = None,
@@ -41,7 +41,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mistake: Mistak
     q, k, v = q.double(), k.double(), v.double()
     T, d_k = q.shape[-2], q.shape[-1]
     raw = q @ k.transpose(-2, -1)                                                   # (B, T, T)
-    s = raw * value if (bug, variant) == ("wrong_scale", "factor") else raw / math.sqrt(d_k)
+    if (bug, variant) == ("wrong_scale", "factor"):
+        assert value is not None, "the factor variant is given its value"
+        s = raw * value
+    else:
+        s = raw / math.sqrt(d_k)
     ones = torch.ones(T, T, dtype=torch.bool)
     allowed = ones if bug == "no_causal_mask" else ones.tril(OFFSETS.get(variant, 0))   # (T, T)
     if bug == "mask_after_softmax":
@@ -55,7 +59,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mistake: Mistak
     elif variant == "masked_times_tril":  # s.masked_fill(future, -inf) * tril: -inf * 0 is NaN at every future key
         w = (s.masked_fill(~allowed, float("-inf")) * allowed.double()).softmax(dim=-1)
     else:
-        dim = {"queries": -2, "batch": 0}.get(variant, -1) if bug == "softmax_wrong_dim" else -1
+        dims: dict[str | None, int] = {"queries": -2, "batch": 0}
+        dim = dims.get(variant, -1) if bug == "softmax_wrong_dim" else -1
         w = s.masked_fill(~allowed, float("-inf")).softmax(dim=dim)
         if variant == "excludes_self_empty_row":
             w = w.nan_to_num(nan=0.0)   # only row 0 has no key left

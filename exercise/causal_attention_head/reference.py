@@ -28,10 +28,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.
     return out, weights
 
 
-def random_qkv(B: int, T: int, d_k: int, *, seed: int, dtype: str = "float64") -> tuple[torch.Tensor, ...]:
+def random_qkv(B: int, T: int, d_k: int, *, seed: int, dtype: str = "float64") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """q, k, v drawn from a standard normal, reproducible from the seed, in `dtype`."""
     g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(B, T, d_k, generator=g, dtype=torch.float64).to(DTYPES[dtype]) for _ in range(3))
+    q, k, v = (torch.randn(B, T, d_k, generator=g, dtype=torch.float64).to(DTYPES[dtype]) for _ in range(3))
+    return q, k, v
 
 
 def equal_score_qkv(B: int, T: int, d_k: int, *, seed: int, dtype: str = "float64") -> tuple[torch.Tensor, ...]:

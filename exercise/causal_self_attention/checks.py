@@ -2,16 +2,25 @@
 got / expected description a student can act on."""
 from __future__ import annotations
 
+from typing import TypedDict
+
 import torch
 
 from exercise.causal_self_attention import reference
 from sandbox import kit
 
+
+class Tolerance(TypedDict):
+    """torch.isclose's bounds, passed as its keywords."""
+    atol: float
+    rtol: float
+
+
 # Chosen from measurements (bench/measure_tolerances.py over every correct style in the project's
 # corpus, float64 reference): the worst correct float32 output was ~2e-7 off, the worst float64
 # output ~4e-16. The bounds leave two to four orders of magnitude of room, and still sit far below
 # the smallest error of any known mistake (about 1e-2).
-TOLERANCE = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-9, "rtol": 1e-7}}
+TOLERANCE: dict[str, Tolerance] = {"float32": {"atol": 1e-5, "rtol": 1e-4}, "float64": {"atol": 1e-9, "rtol": 1e-7}}
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 # The shape matrix every scored property runs over. (dim, n_heads): one head (head bugs vanish, fast

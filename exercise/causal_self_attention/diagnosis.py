@@ -18,7 +18,7 @@ import torch
 
 from exercise.causal_self_attention import mistakes, reference, scan
 from exercise.causal_self_attention.catalog import CATALOG
-from exercise.causal_self_attention.checks import (DTYPES, LONG_T, TOLERANCE, _ranges, finite_difference_jvps,
+from exercise.causal_self_attention.checks import (DTYPES, LONG_T, TOLERANCE, Tolerance, _ranges, finite_difference_jvps,
                                                    gradient_agrees, random_input)
 from sandbox.proxy import StudentCodeError, WorkerFailure
 
@@ -27,7 +27,7 @@ DIM, HEADS = 24, 4          # head_dim 6 != sqrt(24): scale mistakes stay apart;
 # beyond them: three orders of magnitude above float rounding (scores shifted by -1e9 keep only about
 # 1e-7 of their digits in float64), and still three below the smallest difference between two
 # mistakes (about 1e-2). What the tests call wrong is stricter (checks.TOLERANCE).
-MATCH = {"float64": {"atol": 1e-6, "rtol": 1e-5}, "float32": {"atol": 1e-4, "rtol": 1e-3}}
+MATCH: dict[str, Tolerance] = {"float64": {"atol": 1e-6, "rtol": 1e-5}, "float32": {"atol": 1e-4, "rtol": 1e-3}}
 LINEAR = "torch.nn.modules.linear.Linear"
 
 
@@ -268,7 +268,7 @@ def _explain(wrong: list[Observed]):
     Whole probes are compared first; only when no model reproduces them whole, the wrong positions
     alone (where a model that is wrong elsewhere on the same probe could fit by chance)."""
     for rows in (False, True):
-        found = [((m,), {}) for m in mistakes.SINGLES if all(_matches(o, (m,), rows=rows) for o in wrong)]
+        found: list[tuple[tuple[mistakes.Mistake, ...], dict]] = [((m,), {}) for m in mistakes.SINGLES if all(_matches(o, (m,), rows=rows) for o in wrong)]
         for mistake, grid in mistakes.FITTED:
             values = {}
             for o in wrong:

@@ -24,12 +24,12 @@ Mistake = tuple[str, str]
 # The heads' output (B, H, T, hd) permuted and read as (B, T, dim): every order of the four axes but
 # the right one (B, T, H, hd), by the axes it puts first. Four have names of their own.
 AXES = "BHTd"
-NAMED_MERGES = {(0, 1, 2, 3): "no_transpose", (0, 2, 3, 1): "hd_major", (2, 0, 1, 3): "time_major",
+NAMED_MERGES: dict[tuple[int, ...], str] = {(0, 1, 2, 3): "no_transpose", (0, 2, 3, 1): "hd_major", (2, 0, 1, 3): "time_major",
                 (0, 1, 3, 2): "positions_last"}
 MERGES: dict[tuple[int, ...], str] = {
     perm: NAMED_MERGES.get(perm, "read_as_" + "".join(AXES[i] for i in perm))
     for perm in itertools.permutations(range(4)) if perm != (0, 2, 1, 3)}
-MERGE_ORDER = {name: perm for perm, name in MERGES.items()}
+MERGE_ORDER: dict[str | None, tuple[int, ...]] = {name: perm for perm, name in MERGES.items()}
 
 # Each slot holds mutually exclusive variants; a pair of mistakes takes two different slots.
 SLOTS: dict[str, list[Mistake]] = {
@@ -78,12 +78,12 @@ FITTED: list[tuple[Mistake, tuple[float, ...]]] = [
 # and whether the keys a mask blocks get it or the ones it keeps. The number is negative: a softmax
 # does not see a number added to a whole row, so +c on the blocked keys is -c on the kept ones (the
 # inverted mask), and 0 is no mask at all.
-ADDITIVE = {"additive": ("both", "blocked"), "padding_additive": ("padding", "blocked"),
+ADDITIVE: dict[str | tuple[str, str] | None, tuple[str, str]] = {"additive": ("both", "blocked"), "padding_additive": ("padding", "blocked"),
             ("padding_inverted", "additive"): ("padding", "kept")}
 NEGATIVE = {("mask_fill_not_neg_inf", "additive"), ("mask_fill_not_neg_inf", "padding_additive"),
             ("padding_inverted", "additive")}
 # The causal mask's diagonal: tril(offset) is what position t may attend to.
-OFFSETS = {"excludes_self": -1, "includes_next": 1, "offset_+2": 2, "offset_-2": -2}
+OFFSETS: dict[str | None, int] = {"excludes_self": -1, "includes_next": 1, "offset_+2": 2, "offset_-2": -2}
 
 
 def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor | None,
@@ -122,8 +122,9 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
     if scale == "factor":
         s = s * value
     else:
-        s = {"sqrt_dim": s / math.sqrt(C), "none": s, "after_softmax": s, "multiplied": s * math.sqrt(hd),
-             "head_dim_not_sqrt": s / hd}.get(scale, s / math.sqrt(hd))
+        scaled: dict[str | None, torch.Tensor] = {"sqrt_dim": s / math.sqrt(C), "none": s, "after_softmax": s,
+                                                  "multiplied": s * math.sqrt(hd), "head_dim_not_sqrt": s / hd}
+        s = scaled.get(scale, s / math.sqrt(hd))
 
     ones = torch.ones(T, T, dtype=torch.bool)
     offset = OFFSETS.get(on.get("causal_mask_off_by_one"), 0)
@@ -159,7 +160,7 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
         s = torch.where(allowed, s, torch.as_tensor(0.0 if fill == "causal_zero" else value, dtype=s.dtype))
         allowed = torch.ones_like(allowed)
     after = on.get("mask_after_softmax")
-    causal_after = None
+    causal_after: torch.Tensor | None = None
     if after == "causal_zeroed_after":  # padding masked before the softmax, the causal part after it
         causal_after, allowed = allowed, torch.ones_like(allowed)
     if mask is not None:
@@ -169,10 +170,12 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
             allowed = allowed & mask[:, None, :, None]
         elif "padding_ignored" not in on:
             allowed = allowed & mask[:, None, None, :]
-    dim = {"queries": -2, "heads": 1}.get(on.get("softmax_wrong_dim"), -1)
+    dims: dict[str | None, int] = {"queries": -2, "heads": 1}
+    dim = dims.get(on.get("softmax_wrong_dim"), -1)
     if after == "zeroed_after":
         w = s.softmax(dim).masked_fill(~allowed, 0.0)
     elif after == "causal_zeroed_after":
+        assert causal_after is not None  # set just above for this variant
         w = s.masked_fill(~allowed, float("-inf")).softmax(dim).masked_fill(~causal_after, 0.0)
     elif fill in ("zero", "value"):
         w = torch.where(allowed, s, torch.as_tensor(0.0 if fill == "zero" else value, dtype=s.dtype)).softmax(dim)

@@ -34,9 +34,9 @@ def layouts(dim: int, heads: int) -> list[tuple[torch.Tensor, torch.Tensor, torc
     """(q rows, k rows, v rows) of qkv, stated layout first, then the other orders a layer may
     split qkv's output in."""
     blocks = [torch.arange(i * dim, (i + 1) * dim) for i in range(3)]
-    found = [tuple(blocks[i] for i in order) for order in itertools.permutations(range(3))]
+    found = [(blocks[a], blocks[b], blocks[c]) for a, b, c in itertools.permutations(range(3))]
     per_head = torch.arange(3 * dim).reshape(heads, 3, dim // heads)
-    found.append(tuple(per_head[:, j].flatten() for j in range(3)))
+    found.append((per_head[:, 0].flatten(), per_head[:, 1].flatten(), per_head[:, 2].flatten()))
     return found
 
 

@@ -65,7 +65,8 @@ class _Scope:
         from the functions inside them); the module when no scope binds it (a builtin)."""
         if name in self.globals_:
             return self.module()
-        scope, first = self, True
+        scope: _Scope | None = self
+        first = True
         while scope is not None:
             if (first or scope.kind != "class") and name in scope.bindings:
                 return scope
@@ -136,8 +137,8 @@ class _Scan:
             if isinstance(node, ast.ClassDef):
                 scope.bind(node.name, node)
                 self.classes.append(node)
-                for part in node.decorator_list + node.bases + node.keywords:
-                    stack.append((part, scope, binder))
+                for piece in [*node.decorator_list, *node.bases, *node.keywords]:
+                    stack.append((piece, scope, binder))
                 inner = _Scope("class", scope)
                 self._declare(node.body, inner)
                 stack.extend((child, inner, None) for child in reversed(node.body))
@@ -167,10 +168,11 @@ class _Scan:
                     node.func.id in ("setattr", "delattr") and node.args:
                 self._note_change(node.args[0], node, attribute=False)
             elif isinstance(node, ast.NamedExpr):  # binds in the scope around the comprehensions
-                target = scope
-                while target.kind == "comprehension":
-                    target = target.parent
-                target.bind(node.target.id, node.value)
+                home = scope
+                while home.kind == "comprehension":
+                    assert home.parent is not None  # a comprehension's scope is always inside another
+                    home = home.parent
+                home.bind(node.target.id, node.value)
                 stack.append((node.value, scope, binder))
                 continue
             elif isinstance(node, (ast.For, ast.AsyncFor)):
@@ -332,9 +334,9 @@ def _fold_one(node, folded: dict):
                 return None
             s = node.slice
             if isinstance(s, ast.Slice):
-                parts = (s.lower, s.upper, s.step)
-                bounds = [val(p) if p is not None else None for p in parts]
-                if any(p is not None and not isinstance(b, int) for p, b in zip(parts, bounds)):
+                ends = (s.lower, s.upper, s.step)
+                bounds = [val(p) if p is not None else None for p in ends]
+                if any(p is not None and not isinstance(b, int) for p, b in zip(ends, bounds)):
                     return None
                 return base[slice(*bounds)]
             index = val(s)

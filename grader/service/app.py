@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, File, Form, HTTPException, Request, Security, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
@@ -50,7 +51,7 @@ log = logging.getLogger("grader.service")
 @dataclass(frozen=True)
 class Settings:
     """How `grade serve` was started."""
-    engine: object                      # engines.Embedded or engines.Queued
+    engine: engines.Embedded | engines.Queued
     tokens: Tokens | None = None        # None: the API answers every request 401
     store_dir: Path | None = None
     page: bool = True
@@ -181,8 +182,11 @@ class Service:
         """A grade's state; a job the engine has finished counts as running until its result is recorded."""
         if grade.finished:
             return grade.state
+        job = grade.job
+        if job is None:  # finished since (the store clears the job with the result): being recorded
+            return engines.RUNNING
         try:
-            state = await asyncio.get_running_loop().run_in_executor(None, self.engine.state, grade.job)
+            state = await asyncio.get_running_loop().run_in_executor(None, self.engine.state, job)
         except KeyError:  # the engine has handed its result over: it is being recorded
             return engines.RUNNING
         except Exception:  # noqa: BLE001  (the broker is away for a moment: the grade is still queued)
@@ -191,8 +195,8 @@ class Service:
 
     def document(self, grade: Grade, state: str | None = None) -> dict:
         """What GET /v1/grades/ID answers, and what a callback carries."""
-        document = {"id": grade.id, "state": state or grade.state, "url": f"/v1/grades/{grade.id}"}
-        if grade.finished:
+        document: dict[str, Any] = {"id": grade.id, "state": state or grade.state, "url": f"/v1/grades/{grade.id}"}
+        if grade.result is not None:  # finished
             document["result"] = (grade.result if grade.format == "native"
                                   else formats.to_format(GradeResult.from_dict(grade.result), grade.format))
         return document
@@ -349,7 +353,7 @@ def _page_routes(api: FastAPI, service: Service, settings: Settings) -> None:
         grade = service.store.get(grade_id, PAGE_OWNER)
         if grade is None:
             return html(page.not_found(), 404)
-        if not grade.finished:
+        if grade.result is None:  # not finished
             return html(page.waiting(name=grade.name, state=await service.state(grade)))
         return html(page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
                                   requested=any(r.grade_id == grade.id for r in service.store.requests)))
@@ -362,7 +366,7 @@ def _page_routes(api: FastAPI, service: Service, settings: Settings) -> None:
         try:
             service.store.request_regrade(grade, reason)
         except RequestRefused as err:
-            if not grade.finished:
+            if grade.result is None:  # not finished
                 return html(page.waiting(name=grade.name, state=await service.state(grade)), 400)
             return html(page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
                                       request_error=str(err)), 400)

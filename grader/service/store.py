@@ -144,8 +144,10 @@ class Store:
 
     def _load(self) -> None:
         """What an earlier run stored; an unreadable file is skipped, never the end of the start."""
+        folder = self.folder
+        assert folder is not None  # loaded only when there is a folder
         names = {f.name for f in dataclasses.fields(Grade)}
-        for path in (self.folder / "grades").glob("*.json"):
+        for path in (folder / "grades").glob("*.json"):
             try:
                 document = json.loads(path.read_text(encoding="utf-8"))
                 grade = Grade(**{k: v for k, v in document.items() if k in names})
@@ -153,12 +155,12 @@ class Store:
                 continue
             if _ID.match(grade.id):
                 self.grades[grade.id] = grade
-        for path in (self.folder / "results").glob("*.json"):
+        for path in (folder / "results").glob("*.json"):
             try:
                 self.results[path.stem] = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-        self.requests = load_requests(self.folder)
+        self.requests = load_requests(folder)
 
 
 def load_requests(folder: Path) -> list[RegradeRequest]:

@@ -9,7 +9,7 @@ from exercise.causal_attention_head.checks import DTYPES, describe, drawn_qkv
 def test_returns_out_and_weights(student, draws, dtype):
     """causal_attention(q, k, v) returns out (B, T, d_k) and weights (B, T, T) in the input's dtype"""
     inputs = drawn_qkv(draws, ("interface", dtype), dtype)
-    for (q, k, v), (out, weights) in zip(inputs, student.function().map(inputs)):
+    for (q, _k, _v), (out, weights) in zip(inputs, student.function().map(inputs)):
         B, T, d_k = q.shape
         for name, got, shape in (("out", out, (B, T, d_k)), ("weights", weights, (B, T, T))):
             if tuple(got.shape) != shape:

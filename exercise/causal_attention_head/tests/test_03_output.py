@@ -37,7 +37,7 @@ def test_equal_scores_average_the_past(student, draws, written_by_hand, dtype):
     ordinary = drawn_qkv(draws, label, dtype, cases=EQUAL_CASES)
     answers, problem = answers_and_gate(student, draws, equal + ordinary, dtype, label)
     require_attention(problem)
-    for (q, k, v), (out, weights) in zip(equal, answers):
+    for (q, _k, v), (out, weights) in zip(equal, answers):
         T = q.shape[1]
         counts = torch.arange(1, T + 1, dtype=torch.float64)
         expected_w = (torch.ones(T, T, dtype=torch.float64).tril() / counts[:, None]).expand(q.shape[0], T, T)
