@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import exercise as exercises
 from grader.errors import GraderError
 from grader.result import Bug, TestResult, TestStatus, Visibility
 
@@ -86,8 +87,7 @@ def time_limit(exercise, given: float | None = None, course: Course | None = Non
         return float(given)
     if course is not None and course.time_limit_s is not None:
         return course.time_limit_s
-    from exercise import get
-    return (get(exercise) if isinstance(exercise, str) else exercise).limits.wall_s
+    return (exercises.get(exercise) if isinstance(exercise, str) else exercise).limits.wall_s
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import exercise as exercises
 from grader import __version__
+from grader.course import time_limit
 
 
 def run_setting(exercise: str, sandbox: str, wall_s: float | None) -> str:
     """Everything but the file that changes what the sandbox runs (the exercise's own time limit,
     given or not, is one run)."""
-    from grader.course import time_limit
     return json.dumps([exercises.get(exercise).fingerprint(), __version__, sandbox, time_limit(exercise, wall_s)])
 
 

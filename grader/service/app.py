@@ -33,7 +33,7 @@ from grader.errors import GraderError
 import exercise as exercises
 from grader import __version__, formats, grading
 from grader import submission as submissions
-from grader.result import GradeResult, Status
+from grader.result import GradeResult, JobState, Status
 from grader.service import callbacks, engines, page
 from grader.service.limits import BodyLimit, RateLimiter
 from grader.service.store import PAGE_OWNER, Grade, RequestRefused, Store, grading_key
@@ -90,7 +90,7 @@ class Service:
                     self.by_key[grade.key] = grade.job
                     self._follow(grade.job, grade)
             else:
-                self.store.finish(grade, engines.FAILED, engines.failed_result(
+                self.store.finish(grade, JobState.FAILED, engines.failed_result(
                     grade.name, "the service restarted before this grade finished; upload the file again",
                     exercise=grade.exercise, sandbox=self.settings.sandbox))
 
@@ -160,7 +160,7 @@ class Service:
         self._finish(self.waiting.pop(job, []), result)
 
     def _finish(self, grades: list[Grade], result: dict) -> None:
-        state = engines.FAILED if result.get("status") == Status.ERROR else engines.DONE
+        state = JobState.FAILED if result.get("status") == Status.ERROR else JobState.DONE
         for grade in grades:
             self.store.finish(grade, state, result)
             if grade.callback_url:
@@ -184,14 +184,14 @@ class Service:
             return grade.state
         job = grade.job
         if job is None:  # finished since (the store clears the job with the result): being recorded
-            return engines.RUNNING
+            return JobState.RUNNING
         try:
             state = await asyncio.get_running_loop().run_in_executor(None, self.engine.state, job)
         except KeyError:  # the engine has handed its result over: it is being recorded
-            return engines.RUNNING
+            return JobState.RUNNING
         except Exception:  # noqa: BLE001  (the broker is away for a moment: the grade is still queued)
-            return engines.QUEUED
-        return engines.RUNNING if state in (engines.DONE, engines.FAILED) else state
+            return JobState.QUEUED
+        return JobState.RUNNING if state in (JobState.DONE, JobState.FAILED) else state
 
     def document(self, grade: Grade, state: str | None = None) -> dict:
         """What GET /v1/grades/ID answers, and what a callback carries."""
@@ -293,7 +293,7 @@ def create_app(settings: Settings):
             raise HTTPException(503, str(err), headers={"Retry-After": "60"}) from err
         if grade.finished:
             return JSONResponse(service.document(grade), status_code=200)
-        return JSONResponse({"id": grade.id, "state": engines.QUEUED, "url": f"/v1/grades/{grade.id}"},
+        return JSONResponse({"id": grade.id, "state": JobState.QUEUED, "url": f"/v1/grades/{grade.id}"},
                             status_code=202)
 
     @api.get("/v1/grades/{grade_id}", tags=["grades"], dependencies=authorized,

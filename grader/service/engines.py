@@ -20,9 +20,6 @@ from grader import grading
 from grader.pool import Pool, upload_name
 from grader.result import JobState, Status
 
-# The states, by their old names here (grader.result.JobState).
-QUEUED, RUNNING, DONE, FAILED = JobState.QUEUED, JobState.RUNNING, JobState.DONE, JobState.FAILED
-STATES = tuple(JobState)
 
 
 class EngineBusy(GraderError):
@@ -68,8 +65,9 @@ class Embedded:
             if future is None:
                 raise KeyError(job)
             if not future.done():
-                return RUNNING if job in self._running else QUEUED
-        return FAILED if future.exception() is not None or future.result()["status"] == Status.ERROR else DONE
+                return JobState.RUNNING if job in self._running else JobState.QUEUED
+        return (JobState.FAILED if future.exception() is not None or future.result()["status"] == Status.ERROR
+                else JobState.DONE)
 
     def result(self, job: str, *, timeout: float | None = None) -> dict:
         with self._lock:
