@@ -38,6 +38,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.as_user import NOBODY
+from tests.support.batching import batch
 from tests.support.grading import KERNEL_LAYER, ROOT, SUBMISSIONS, grade, own_label
 from tests.support.printable import raw_text
 
@@ -215,20 +216,26 @@ def docker_leftovers() -> list[str]:
 
 @pytest.fixture(scope="session")
 def honest_score(tmp_path_factory):
-    cache: dict[str, float] = {}
-
-    def score(path: Path) -> float:
-        source = honest_source(path)
-        key = (source, *exercise_args(path))
-        if key not in cache:
-            honest = tmp_path_factory.mktemp("honest") / path.name
-            honest.write_text(source)
-            graded = grade(honest, *exercise_args(path), env=SEED)
-            assert graded.exit_code == 0 and graded.result["status"] in ("graded", "rejected"), \
-                f"the honest version of {path.name} did not grade: {graded.terminal[-2000:]}"
-            cache[key] = graded.result["score"]
-        return cache[key]
-    return score
+    """The score of each attack's honest version, graded in this session (never written down) by
+    one `grade batch` run per exercise in warm local sandboxes, with the attacks' seed key: each
+    honest file gets the draws `grade FILE` would give it (the seed is the key's, of the bytes)."""
+    wanted: dict[tuple, list[Path]] = {}
+    for path in sorted(ATTACKS.glob("*.py")) + sorted(HEAD_ATTACKS.glob("*.py")):
+        wanted.setdefault(tuple(exercise_args(path)), []).append(path)
+    scores: dict[Path, float] = {}
+    for args, paths in wanted.items():
+        root = tmp_path_factory.mktemp("honest")
+        (root / "class").mkdir()
+        for path in paths:
+            (root / "class" / f"{path.parent.name}__{path.name}").write_text(honest_source(path))
+        run = batch(root / "class", root / "out", "--jobs", "2", *args, timeout=1800, env=SEED)
+        assert run.exit_code == 0, f"the honest versions did not grade: {run.output[-3000:]}"
+        for path in paths:
+            result = run.result(f"{path.parent.name}__{path.name}")
+            assert result["status"] in ("graded", "rejected"), \
+                f"the honest version of {path.name} did not grade: {result.get('message')}"
+            scores[path] = result["score"]
+    return scores.__getitem__
 
 
 @pytest.mark.unit
