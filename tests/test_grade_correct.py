@@ -1,23 +1,44 @@
-"""Every correct style earns full marks through the real CLI, in float32 and float64."""
-import re
+"""Every correct style earns full marks through the real CLI, in float32 and float64.
 
+The corpus's styles are graded once, by one `grade batch` run in warm local sandboxes (as an
+instructor regrades a class); the examples a student starts from go through `grade FILE`, the cold
+path a student's laptop takes.
+"""
 import pytest
 
+from tests.support.batching import batch
 from tests.support.grading import EXAMPLES, SUBMISSIONS, grade
 
-CORRECT = sorted((SUBMISSIONS / "correct").iterdir()) + [EXAMPLES / "correct.py", EXAMPLES / "notebook.ipynb"]
+CORPUS = sorted((SUBMISSIONS / "correct").iterdir())
+EXAMPLES_CORRECT = [EXAMPLES / "correct.py", EXAMPLES / "notebook.ipynb"]
 
 
-@pytest.mark.parametrize("path", CORRECT, ids=[p.name for p in CORRECT])
-def test_correct_solution_scores_full_marks(path):
-    # A file may say how long a grade of it may take ('# time-limit: 400'): torch.compile's one-off
-    # compiles take minutes on a loaded 2-core machine, within an instructor's --time-limit.
-    limit = re.search(r"^# time-limit: (\d+)$", path.read_text(errors="replace"), re.M)
-    graded = grade(path, *(["--time-limit", limit.group(1)] if limit else []), timeout=600)
-    assert graded.exit_code == 0, graded.terminal
-    result = graded.result
+@pytest.fixture(scope="module")
+def corpus_results(tmp_path_factory) -> dict[str, dict]:
+    root = tmp_path_factory.mktemp("correct")
+    (root / "class").mkdir()
+    for path in CORPUS:
+        (root / "class" / path.name).write_bytes(path.read_bytes())
+    run = batch(root / "class", root / "out", "--jobs", "2", timeout=1800)
+    assert run.exit_code == 0, run.output[-3000:]
+    return {path.name: run.result(path.name) for path in CORPUS}
+
+
+def full_marks(result: dict) -> None:
     assert result["status"] == "graded", result["feedback"]
     failed = [(t["id"], t["feedback"]) for t in result["tests"] if t["status"] != "passed"]
     assert failed == []
     assert result["score"] == result["max_score"] == 100
     assert result["bugs"] == []
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_correct_style_scores_full_marks(corpus_results, path):
+    full_marks(corpus_results[path.name])
+
+
+@pytest.mark.parametrize("path", EXAMPLES_CORRECT, ids=[p.name for p in EXAMPLES_CORRECT])
+def test_correct_example_scores_full_marks_with_grade_file(path):
+    graded = grade(path, timeout=600)
+    assert graded.exit_code == 0, graded.terminal
+    full_marks(graded.result)
