@@ -50,12 +50,21 @@ def corpus_graded(tmp_path_factory):
     return results
 
 
+# The full run spreads its files over two pytest-xdist workers (scripts/test: --dist loadgroup):
+# each file is one unit of work, so a module's or a session's fixture (a corpus graded by one batch)
+# is made once, on one worker; files that share such a fixture go together.
+SHARED_FIXTURES = {"test_grade_buggy": "corpus", "test_diagnosis": "corpus"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
 def pytest_collection_modifyitems(items):
     """The tiers: a test not marked `unit` is `e2e`, so the fast lane (`-m unit`) holds only the
-    tests that say they run in this process."""
+    tests that say they run in this process. And each test's xdist group (its file's, above)."""
     for item in items:
         if item.get_closest_marker("unit") is None:
             item.add_marker(pytest.mark.e2e)
+        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else item.nodeid
+        item.add_marker(pytest.mark.xdist_group(SHARED_FIXTURES.get(module, module)))
 
 
 class _StartedAProcess(AssertionError):
@@ -79,22 +88,25 @@ def _unit_tests_start_no_process(request, monkeypatch):
     yield
 
 
-_ATTACK_OUTCOMES: list[dict] = []
-
-
-@pytest.fixture(scope="session")
-def attack_outcomes() -> list[dict]:
-    """Each attack's result, for the table printed at the end of the run."""
-    return _ATTACK_OUTCOMES
+@pytest.fixture
+def attack_outcome(record_property) -> dict:
+    """This attack's row of the table printed at the end of the run: the test fills it in. It
+    travels with the test's report (its user properties), so a worker's rows reach the table."""
+    row: dict = {}
+    record_property("attack", row)
+    return row
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not _ATTACK_OUTCOMES:
+    rows = [value for reports in terminalreporter.stats.values() for report in reports
+            if getattr(report, "when", None) == "call"
+            for name, value in getattr(report, "user_properties", ()) if name == "attack" and value]
+    if not rows:
         return
     write = terminalreporter.write_line
     terminalreporter.section("attack suite")
     write(f"{'attack':36} {'sandbox':8} {'status':9} {'score':>6} {'honest':>6} {'seconds':>7}  outcome")
-    for o in _ATTACK_OUTCOMES:
+    for o in sorted(rows, key=lambda o: (o["attack"], o["sandbox"])):
         score = "-" if o["score"] is None else f"{o['score']:g}"
         write(f"{o['attack']:36} {o['sandbox']:8} {str(o['status']):9} {score:>6} {o['honest']:>6g} "
               f"{o['seconds']:7.1f}  {o.get('outcome', 'FAILED')}")

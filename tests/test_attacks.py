@@ -246,7 +246,7 @@ def test_the_corpus_has_at_least_15_distinct_attacks():
 
 
 @pytest.mark.parametrize("path,sandbox,uid,kernel", list(cases()))
-def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, kernel, honest_score, attack_outcomes):
+def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, kernel, honest_score, attack_outcome):
     ceiling = honest_score(path)
     own = Path(tempfile.mkdtemp(prefix="attack-grade-"))   # this grade's own temp and home folders
     if uid is not None:
@@ -280,10 +280,10 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, kernel, hon
     shutil.rmtree(own, ignore_errors=True)
     changed = sorted(k for k in {*before_files, *after_files} if before_files.get(k) != after_files.get(k))
     result = graded.result or {}
-    outcome = {"attack": path.stem, "sandbox": sandbox + ("-user" if uid is not None else "-kernel" if kernel else ""),
-               "status": result.get("status"),
-               "score": result.get("score"), "honest": ceiling, "seconds": graded.seconds}
-    attack_outcomes.append(outcome)
+    outcome = attack_outcome
+    outcome.update({"attack": path.stem, "sandbox": sandbox + ("-user" if uid is not None else "-kernel" if kernel else ""),
+                    "status": result.get("status"),
+                    "score": result.get("score"), "honest": ceiling, "seconds": graded.seconds})
     assert graded.exit_code == 0 and result.get("status") in ("graded", "rejected"), \
         f"no result: exit {graded.exit_code}\n{graded.terminal[-3000:]}"
     assert result["score"] <= ceiling + 1e-6, f"scored {result['score']} above its honest {ceiling}"

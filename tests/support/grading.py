@@ -19,7 +19,12 @@ EXAMPLES = ROOT / "examples"
 # Every grading container and volume these tests make, through any `grade` they run, carries this
 # owner label (sandbox.docker.labels): a test that looks for leftovers sees only this session's,
 # never those of other grades on the machine.
+# Each pytest-xdist worker is a session of its own here: its label carries its name, and the
+# programs it starts (which inherit both variables) keep that label.
 OWNER = os.environ.setdefault("GRADER_OWNER", f"tests-{os.getpid()}-{os.urandom(4).hex()}")
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER and not OWNER.endswith(f"-{_WORKER}"):
+    OWNER = os.environ["GRADER_OWNER"] = f"{OWNER}-{_WORKER}"
 
 
 def own_label() -> dict:
