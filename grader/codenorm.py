@@ -28,6 +28,7 @@ import copy
 import heapq
 import re
 from dataclasses import dataclass
+from typing import Any, cast
 
 # Module functions that are also tensor methods: `torch.softmax(x, -1)` is `x.softmax(-1)`.
 TENSOR_FUNCTIONS = frozenset("""
@@ -83,7 +84,7 @@ def normal_form(source: str) -> list[Statement] | None:
 
 # --- dead code ---------------------------------------------------------------------------------
 
-def _module_flags(tree: ast.Module) -> dict[str, object]:
+def _module_flags(tree: ast.Module) -> dict[str, Any]:
     """Module-level names bound once to a constant (DEBUG = False): a test on them is constant."""
     bound: dict[str, list] = {}
     for node in ast.walk(tree):
@@ -124,8 +125,9 @@ def _prune(block: list[ast.stmt], *, module: bool = False) -> list[ast.stmt]:
                 and not stmt.value.func.attr.startswith("_")):
             # x.masked_fill_(m, v) as x = x.masked_fill(m, v): in place or not, the same step
             call = stmt.value
-            call.func.attr = call.func.attr[:-1]
-            stmt = ast.copy_location(ast.Assign(targets=[ast.Name(id=call.func.value.id, ctx=ast.Store())],
+            func = cast(ast.Attribute, call.func)
+            func.attr = func.attr[:-1]
+            stmt = ast.copy_location(ast.Assign(targets=[ast.Name(id=cast(ast.Name, func.value).id, ctx=ast.Store())],
                                                 value=call), stmt)
         unpacked = _unpacked(stmt)
         if unpacked is not None:
@@ -151,7 +153,7 @@ def _unpacked(stmt: ast.stmt) -> list[ast.stmt] | None:
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List))
             and all(isinstance(t, ast.Name) for t in stmt.targets[0].elts)):
         return None
-    names = [t.id for t in stmt.targets[0].elts]
+    names = [cast(ast.Name, t).id for t in stmt.targets[0].elts]
     value = stmt.value
 
     def assign(name: str, expr: ast.expr) -> ast.stmt:
@@ -165,8 +167,9 @@ def _unpacked(stmt: ast.stmt) -> list[ast.stmt] | None:
         loop = value.generators[0]
         if set(_reads(value.elt)) & set(names):
             return None
-        first = ast.copy_location(ast.Assign(targets=[stmt.targets[0]], value=loop.iter), stmt)
-        return [first] + [assign(n, _Substitute(loop.target.id, ast.Name(id=n, ctx=ast.Load())).visit(
+        first: ast.stmt = ast.copy_location(ast.Assign(targets=[stmt.targets[0]], value=loop.iter), stmt)
+        target = cast(ast.Name, loop.target).id
+        return [first] + [assign(n, _Substitute(target, ast.Name(id=n, ctx=ast.Load())).visit(
             copy.deepcopy(value.elt))) for n in names]
     return None
 
@@ -196,12 +199,12 @@ class _CallInliner(ast.NodeTransformer):
         self.generic_visit(node)
         key = _key(node.func)
         helper = self.helpers.get(key) if key is not None else None
-        if helper is None or node.keywords:
+        if key is None or helper is None or node.keywords:
             return node
         params = [a.arg for a in helper.args.args][1 if key.startswith("self.") else 0:]
         if len(params) != len(node.args) or any(isinstance(a, ast.Starred) for a in node.args):
             return node
-        body = copy.deepcopy(helper.body[0].value)
+        body = copy.deepcopy(cast(ast.expr, cast(ast.Return, helper.body[0]).value))
         return ast.copy_location(_SubstituteAll(dict(zip(params, node.args))).visit(body), node)
 
 
@@ -274,7 +277,7 @@ def _unread_assignment(stmt: ast.stmt, reads: dict[str, int], *, module: bool) -
     if value is not None and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                                  and n.func.attr.endswith("_") for n in ast.walk(value)):
         return False  # an in-place op has an effect even if its result is not read
-    return all(reads.get(k, 0) == 0 for k in keys)
+    return all(reads.get(cast(str, k), 0) == 0 for k in keys)
 
 
 # --- one form for equivalent ops ------------------------------------------------------------------
@@ -318,7 +321,7 @@ _EINSUM_OPERANDS = re.compile(r"^\s*([\w.]+)\s*,\s*([\w.]+)\s*->\s*([\w.]*)\s*$"
 class _Canonical(ast.NodeTransformer):
     """Rewrites equivalent spellings into one (bottom-up, so nested forms meet their canonical inner parts)."""
 
-    def __init__(self, flags: dict[str, object]):
+    def __init__(self, flags: dict[str, Any]):
         self.flags = flags
         self.modules: set[str] = set()
 
@@ -363,7 +366,7 @@ class _Canonical(ast.NodeTransformer):
                 if isinstance(mine, ast.BinOp) and isinstance(mine.op, ast.Div) and _number(mine.left) == 1.0:
                     return ast.copy_location(ast.BinOp(left=other, op=ast.Div(), right=mine.right), node)
                 if isinstance(mine, ast.BinOp) and isinstance(mine.op, ast.Pow) and (_number(mine.right) or 0) < 0:
-                    power = ast.BinOp(left=mine.left, op=ast.Pow(), right=ast.Constant(-_number(mine.right)))
+                    power = ast.BinOp(left=mine.left, op=ast.Pow(), right=ast.Constant(-cast(float, _number(mine.right))))
                     return ast.copy_location(ast.BinOp(left=other, op=ast.Div(), right=power), node)
         return node
 
@@ -388,8 +391,8 @@ class _Canonical(ast.NodeTransformer):
         on_module = _dotted_root(func.value) in self.modules
         _positional_dim(node, method_args=len(node.args) - (1 if on_module else 0))
         keywords = node.keywords
-        if on_module and name == "linear" and len(node.args) >= 2 and _layer_weight(node.args[1]) is not None:
-            layer = _layer_weight(node.args[1])  # F.linear(x, l.weight, l.bias) is l(x)
+        layer = _layer_weight(node.args[1]) if on_module and name == "linear" and len(node.args) >= 2 else None
+        if layer is not None:  # F.linear(x, l.weight, l.bias) is l(x)
             return ast.copy_location(ast.Call(func=layer, args=[node.args[0]], keywords=[]), node)
         if on_module and name == "sqrt" and len(node.args) == 1:
             return ast.copy_location(ast.BinOp(left=node.args[0], op=ast.Pow(), right=ast.Constant(0.5)), node)
@@ -425,12 +428,12 @@ class _Canonical(ast.NodeTransformer):
         if name == "transpose" and len(node.args) == 2:
             pair = sorted((_number(a) for a in node.args), key=lambda v: (v is None, v))
             if None not in pair:
-                node.args = [ast.Constant(int(v)) for v in pair]
-        if name in ("transpose", "permute") and isinstance(_unshuffled(obj), ast.BinOp) and isinstance(
-                _unshuffled(obj).op, ast.MatMult):
+                node.args = [ast.Constant(int(cast(float, v))) for v in pair]
+        inner = _unshuffled(obj)
+        if name in ("transpose", "permute") and isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.MatMult):
             return obj
         if name == "permute" and len(node.args) == 4 and [_number(a) for a in node.args] == [0, 2, 1, 3]:
-            node.func.attr, node.args = "transpose", [ast.Constant(1), ast.Constant(2)]
+            func.attr, node.args = "transpose", [ast.Constant(1), ast.Constant(2)]
         node.keywords = keywords
         return node
 
@@ -547,7 +550,7 @@ def _inline(block: list[ast.stmt]) -> list[ast.stmt]:
                             and _flat_use(later, name)):
                         facts.forget(later)
                         block[j] = _Substitute(name, stmt.value).visit(later)
-                        block[j].lines = getattr(later, "lines", _span(later)) | getattr(stmt, "lines", _span(stmt))
+                        _came_from(block[j], getattr(later, "lines", _span(later)) | getattr(stmt, "lines", _span(stmt)))
                         del block[i]
                         changed = True
                     break
@@ -556,6 +559,11 @@ def _inline(block: list[ast.stmt]) -> list[ast.stmt]:
             if changed:
                 break
     return block
+
+
+def _came_from(stmt: Any, lines) -> None:
+    """Notes the source lines a statement made of others stands for (read back as `stmt.lines`)."""
+    stmt.lines = lines
 
 
 def _cheap(value: ast.expr) -> bool:
@@ -575,13 +583,13 @@ def _spread(block: list[ast.stmt], i: int, name: str, needs: set[str], facts: _F
         return False
     if not any(name in facts.reads(s) for s in rest):
         return False
-    value = block[i].value
+    value = cast(ast.Assign, block[i]).value
     for j in range(i + 1, len(block)):
         if name in facts.reads(block[j]):
             lines = getattr(block[j], "lines", _span(block[j]))
             facts.forget(block[j])
             block[j] = _Substitute(name, value).visit(block[j])
-            block[j].lines = lines | getattr(block[i], "lines", _span(block[i]))
+            _came_from(block[j], lines | getattr(block[i], "lines", _span(block[i])))
     del block[i]
     return True
 
@@ -687,7 +695,8 @@ def _is_self(node: ast.Attribute) -> bool:
 class _MarkSelf(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if isinstance(node.value, ast.Name) and node.value.id == "self":
-            node._self = True
+            marked: Any = node  # an attribute of self: _Anonymous renames it too
+            marked._self = True
         self.generic_visit(node)
 
 
@@ -714,6 +723,7 @@ def _compound(stmt: ast.stmt) -> bool:
 
 
 def _emit(block: list[ast.stmt], out: list[Statement]) -> None:
+    stmt: Any  # a compound statement below: its blocks are read by name
     for stmt in block:
         lines = getattr(stmt, "lines", None) or _span(stmt)
         if not _compound(stmt):
