@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import exercise as exercises
-from grader import classreport, formats, grading, keys, pages, reportparts, similarity, term, text
+from grader import classreport, feedback_pages, formats, grading, keys, reportparts, similarity, term, text
 from grader import clusters as behaviours
 from grader import submission as submissions
 from grader.course import time_limit
@@ -347,7 +347,7 @@ class Batch:
                 classreport.write_atomic(self.out / f"runs/{base}.json", json.dumps(run) + "\n")
             entry.update(run_key=unit.grading_key(self.run_setting), run_file=f"runs/{base}.json")
         (self.out / "pages").mkdir(exist_ok=True)
-        pages.write_page(result, self.out / f"pages/{base}.html", released=self.released)
+        feedback_pages.write_page(result, self.out / f"pages/{base}.html", released=self.released)
         entry["page_file"] = f"pages/{base}.html"
         with self._lock:
             index[unit.key] = entry
@@ -424,7 +424,7 @@ class Batch:
             said = standings[row.key].lines()
             page = self.out / row.page_file if row.page_file else None
             if page is not None and (said or _has_term(page)):
-                pages.write_page(result, page, released=self.released, term=said)
+                feedback_pages.write_page(result, page, released=self.released, term=said)
         classreport.write_atomic(self.out / "lms.csv", term.lms_csv(sorted(lines, key=lambda r: r[0]),
                                                                    assignment=f"{self.exercise} (final)",
                                                                    groups=list(groups)))
@@ -467,7 +467,7 @@ def _similar_csv(findings: similarity.Findings) -> str:
 
 def _has_term(page: Path) -> bool:
     try:
-        return pages.TERM_MARK in page.read_text(encoding="utf-8")
+        return feedback_pages.TERM_MARK in page.read_text(encoding="utf-8")
     except OSError:
         return False
 

@@ -49,7 +49,7 @@ class Row:
     duration_s: float
     result: dict | None = None   # the native result JSON; None when no result exists
     result_file: str = ""        # path of the result JSON relative to the output folder, for links
-    page_file: str = ""          # path of the student's feedback page (grader.pages), for links
+    page_file: str = ""          # path of the student's feedback page (grader.feedback_pages), for links
     key: str = ""                # the entry's name as it is (the index's key), when it is known
 
     @property

@@ -201,7 +201,7 @@ def app_for(broker: str) -> Celery:
 
 # --- the store ------------------------------------------------------------------------------
 
-class Store:
+class RedisStore:
     """The grader's keys in the queue's Redis. Every call rides out a Redis that is restarting."""
 
     def __init__(self, broker: str):
@@ -272,14 +272,14 @@ class Store:
         return bool(self.call(write))
 
 
-_stores: dict[tuple[int, str], Store] = {}
+_stores: dict[tuple[int, str], RedisStore] = {}
 
 
-def _store(broker: str) -> Store:
+def _store(broker: str) -> RedisStore:
     key = (os.getpid(), broker)  # a forked worker process makes its own connections
     with _apps_lock:
         if key not in _stores:
-            _stores[key] = Store(broker)
+            _stores[key] = RedisStore(broker)
         return _stores[key]
 
 
@@ -679,7 +679,7 @@ def _grade_task(task, payload: dict) -> None:
              "" if written else " (a result was stored first: kept that one)")
 
 
-def _refuse(store: Store, payload, why: Exception) -> None:
+def _refuse(store: RedisStore, payload, why: Exception) -> None:
     """A task that is not what a client holding the secret sent: nothing of it runs. Its id, when it
     names one, gets an error result (never over a stored one) so that a client waiting for it hears."""
     gid = payload.get("id") if isinstance(payload, dict) else None

@@ -154,7 +154,7 @@ def rejection_text(entry: Entry, rejection: dict[str, Any], at: str, texts: dict
 
 
 @dataclass(frozen=True)
-class Zygote:
+class ZygoteHandoff:
     """A zygote someone else started and hands to the harness: its control socket's descriptor,
     whether its ready message was taken, its notes, and whether a pids cgroup caps it."""
     fd: int
@@ -181,10 +181,10 @@ class HarnessJob:
     hidden: tuple[str, ...] = ()
     submission: str = ""
     scratch: str = ""
-    zygote: Zygote | None = None
+    zygote: ZygoteHandoff | None = None
     seed: str = ""   # the host's seed for this grade's draws (sandbox.kit.Draws); never sent to a worker
 
-    def at(self, submission: str, *, scratch: str = "", zygote: Zygote | None = None,
+    def at(self, submission: str, *, scratch: str = "", zygote: ZygoteHandoff | None = None,
            hidden: tuple[str, ...] = ()) -> HarnessJob:
         """This job for a submission at `submission` (as the launcher placed it)."""
         return replace(self, submission=submission, scratch=scratch, zygote=zygote,
@@ -203,7 +203,7 @@ class HarnessJob:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HarnessJob:
         z = d.get("zygote")
-        zygote = None if not z else Zygote(int(z["fd"]), bool(z.get("ready")), tuple(z.get("notes") or ()),
+        zygote = None if not z else ZygoteHandoff(int(z["fd"]), bool(z.get("ready")), tuple(z.get("notes") or ()),
                                            bool(z.get("capped")))
         return cls(str(d["exercise"]), str(d.get("version", "")), str(d["tests"]), Entry.from_dict(d["entry"]),
                    Limits.from_dict(d.get("limits") or {}), tuple(tuple(r) if isinstance(r, list) else r

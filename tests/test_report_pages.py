@@ -292,7 +292,7 @@ def test_a_released_list_that_names_no_visibility_is_one_line_of_error(tmp_path)
 def test_the_services_page_leaves_out_what_students_do_not_see_yet():
     """An exercise may mark a test hidden or after the due date itself: the service's page, which
     grades with no course, shows the student only the rest, and says how much is held back."""
-    from grader.service import page as service_page
+    from grader.service import student_page as service_page
     from tests.support.records import result_with_hidden_test
     shown = text_of(service_page.feedback(result_with_hidden_test()))
     assert "Shape" in shown and "Values" not in shown and "Scores scaled wrongly" not in shown, shown

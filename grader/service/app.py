@@ -31,12 +31,12 @@ from fastapi.security import HTTPBearer
 
 from grader.errors import GraderError
 import exercise as exercises
-from grader import __version__, formats, grading
+from grader import __version__, formats, grading, keys
 from grader import submission as submissions
 from grader.result import GradeResult, JobState, Status
-from grader.service import callbacks, engines, page
-from grader.service.limits import BodyLimit, RateLimiter
-from grader.service.store import PAGE_OWNER, Grade, RequestRefused, Store, grading_key
+from grader.service import callbacks, engines, student_page
+from grader.service.throttle import BodyLimit, RateLimiter
+from grader.service.store import PAGE_OWNER, Grade, GradeStore, RequestRefused
 from grader.service.tokens import Token, Tokens
 
 # The largest submission the grader takes (a notebook), plus room for the multipart envelope.
@@ -72,7 +72,7 @@ class Service:
 
     def __init__(self, settings: Settings):
         self.settings, self.engine = settings, settings.engine
-        self.store = Store(settings.store_dir)
+        self.store = GradeStore(settings.store_dir)
         self.waiting: dict[str, list[Grade]] = {}   # engine job -> the grades it answers
         self.by_key: dict[str, str] = {}             # grading key -> the job grading it now
         # Followers block on the engine's result; their own threads keep the event loop's free.
@@ -114,7 +114,7 @@ class Service:
             raise UploadError(f"unknown format {fmt!r}; known: {', '.join(formats.FORMATS)}")
         if callback_url is not None and not callbacks.valid_url(callback_url):
             raise UploadError("callback_url must be an absolute http or https URL")
-        key = grading_key(data, name, exercise=exercise, sandbox=self.settings.sandbox, time_limit=None)
+        key = keys.upload_key(data, name, exercise=exercise, sandbox=self.settings.sandbox, time_limit=None)
         fields = dict(owner=owner, key=key, name=name, exercise=exercise, format=fmt, callback_url=callback_url)
         stored = self.store.stored_result(key)
         if stored is not None:
@@ -332,42 +332,42 @@ def create_app(settings: Settings):
 
 def _page_routes(api: FastAPI, service: Service, settings: Settings) -> None:
     def html(text: str, status: int = 200) -> HTMLResponse:
-        return HTMLResponse(text, status_code=status, headers=page.SECURITY_HEADERS)
+        return HTMLResponse(text, status_code=status, headers=student_page.SECURITY_HEADERS)
 
     @api.get("/", include_in_schema=False)
     async def form():
-        return html(page.form(max_bytes=settings.max_body_bytes))
+        return html(student_page.form(max_bytes=settings.max_body_bytes))
 
     @api.post("/grades", include_in_schema=False)
     async def upload(file: UploadFile | None = File(None), exercise: str = Form(exercises.DEFAULT)):
         if file is None or not file.filename:
-            return html(page.form(error="Choose a file to upload.", max_bytes=settings.max_body_bytes), 400)
+            return html(student_page.form(error="Choose a file to upload.", max_bytes=settings.max_body_bytes), 400)
         try:
             grade = await service.upload(await file.read(), file.filename, owner=PAGE_OWNER, exercise=exercise)
         except (UploadError, engines.EngineBusy) as err:
-            return html(page.form(error=str(err), max_bytes=settings.max_body_bytes), 400)
+            return html(student_page.form(error=str(err), max_bytes=settings.max_body_bytes), 400)
         return RedirectResponse(f"/grades/{grade.id}", status_code=303)
 
     @api.get("/grades/{grade_id}", include_in_schema=False)
     async def feedback(grade_id: str):
         grade = service.store.get(grade_id, PAGE_OWNER)
         if grade is None:
-            return html(page.not_found(), 404)
+            return html(student_page.not_found(), 404)
         if grade.result is None:  # not finished
-            return html(page.waiting(name=grade.name, state=await service.state(grade)))
-        return html(page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
+            return html(student_page.waiting(name=grade.name, state=await service.state(grade)))
+        return html(student_page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
                                   requested=any(r.grade_id == grade.id for r in service.store.requests)))
 
     @api.post("/grades/{grade_id}/regrade-request", include_in_schema=False)
     async def regrade_request(grade_id: str, reason: str = Form("")):
         grade = service.store.get(grade_id, PAGE_OWNER)
         if grade is None:
-            return html(page.not_found(), 404)
+            return html(student_page.not_found(), 404)
         try:
             service.store.request_regrade(grade, reason)
         except RequestRefused as err:
             if grade.result is None:  # not finished
-                return html(page.waiting(name=grade.name, state=await service.state(grade)), 400)
-            return html(page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
+                return html(student_page.waiting(name=grade.name, state=await service.state(grade)), 400)
+            return html(student_page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
                                       request_error=str(err)), 400)
         return RedirectResponse(f"/grades/{grade.id}", status_code=303)

@@ -17,20 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.errors import GraderError
-from grader import keys
 from grader.result import JobState
 
 PAGE_OWNER = "page"  # grades uploaded on the student page: no token sees them
 MAX_REASON = 2000    # characters of a regrade request: a paragraph, not an essay
 MAX_REQUESTS = 5     # per grade: a student asks again, not a script a thousand times
 _ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
-
-
-def grading_key(data: bytes, name: str, *, exercise: str, sandbox: str, time_limit: float | None) -> str:
-    """What makes two uploads the same grade: the bytes, the file name (the result names it, and its
-    suffix says .py or .ipynb), the exercise's fingerprint (version, tests, points), the grader's
-    version, the sandbox and the limits (grader.keys)."""
-    return keys.upload_key(data, name, exercise=exercise, sandbox=sandbox, time_limit=time_limit)
 
 
 @dataclass
@@ -70,7 +62,7 @@ class RequestRefused(GraderError, ValueError):
     """A regrade request that cannot be recorded; the message says why (shown to the student)."""
 
 
-class Store:
+class GradeStore:
     """Grades by id and stored results by grading key; `folder` (optional) makes them durable."""
 
     def __init__(self, folder: Path | None = None):
