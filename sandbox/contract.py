@@ -153,6 +153,11 @@ def rejection_text(entry: Entry, rejection: dict[str, Any], at: str, texts: dict
     return f"your file could not be loaded ({reason})"
 
 
+# The warm server's timeouts, which its host side waits by too (sandbox.warm_server, sandbox.warm).
+WARM_READY_TIMEOUT_S = 180.0  # a server's start: the torch, pytest and exercise imports, on a loaded machine
+WARM_RESET_TIMEOUT_S = 30.0   # the clean-up after a submission; longer, and the server is replaced
+
+
 @dataclass(frozen=True)
 class ZygoteHandoff:
     """A zygote someone else started and hands to the harness: its control socket's descriptor,

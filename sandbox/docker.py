@@ -175,7 +175,7 @@ class WarmDocker(WarmSandbox):
         # Without it the engine keeps stdin open and the container outlives its worker for good.
         self.container = client.containers.create(
             self.cold.image, name=f"grade-warm-{os.urandom(6).hex()}", labels=labels("warm"),
-            entrypoint=["python3", "-P", "-m", "sandbox.warm", "--image", *self._prepare_args()], stdin_open=True, init=True,
+            entrypoint=["python3", "-P", "-m", "sandbox.warm_server", "--image", *self._prepare_args()], stdin_open=True, init=True,
             auto_remove=True, **{**container_options(), "detach": False})
         try:
             self.socket = client.api.attach_socket(self.container.id,

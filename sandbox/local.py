@@ -2,7 +2,7 @@
 
 The student worker gets the rlimits and, on Linux, new PID and network namespaces (see
 sandbox.zygote); the harness itself is trusted and only bounded in time. Its warm slot is a
-long-lived server process on this machine (sandbox.warm).
+long-lived server process on this machine (sandbox.warm_server).
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ class WarmLocal(WarmSandbox):
     backend = "local"
 
     def _open(self):
-        self.process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.warm", *self._prepare_args()],
+        self.process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.warm_server", *self._prepare_args()],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
         return iter(lambda: self.process.stdout.read1(1 << 16), b"")

@@ -1,21 +1,8 @@
-"""Warm sandboxes for batch grading: a long-lived server per slot that has imported torch, pytest and
-the exercises once, and grades one submission after another in a fresh fork of itself.
-
-    python -P -m sandbox.warm            the server on this machine (the local sandbox)
-    python -P -m sandbox.warm --image    the server as a Docker container's entry point
-
-What a submission gets is what a cold grade gives it:
-- its own scratch folder, which is the only place its workers may write;
-- a harness that is a fresh fork of the server (the server ran tensor ops on one thread only, so
-  forking is safe, and nothing one grade does to the harness's modules reaches the next);
-- workers forked from the slot's zygote, confined as in a cold grade.
-After each submission the harness's process group is killed and the zygote kills every process it can
-signal but itself: it is PID 1 of its own PID namespace (local) or the only process of the `student`
-user that must live (image). It also removes the System V IPC objects and (image) the student's files,
-and checks that no worker changed its own limits, priority, CPU affinity or scheduling (sandbox.reset).
-Only when it confirms all of that, this server sees no process of the submission left, and the scratch
-folder is gone, does the server take the next submission; otherwise it says so and exits, and the caller
-starts a fresh one. Without Landlock it never vouches, and every submission gets a fresh server.
+"""Warm sandboxes for batch grading, the host's side: a slot per worker of the batch, each backed by
+one long-lived server (sandbox.warm_server, started here or as a container's entry point) that
+grades one submission after another in a fresh fork of itself; see that module for what each
+submission gets. A server that ends, does not answer in time or cannot vouch for its clean-up is
+replaced by a fresh one.
 
 Protocol: one JSON object per line. The server says {"event": "ready", "notes": [...]} once, then
 answers each job (the harness's job with the submission's "source" in base64, and an "id") with
@@ -25,256 +12,19 @@ answers each job (the harness's job with the submission's "source" in base64, an
 from __future__ import annotations
 
 import base64
-import ctypes
 import json
 import os
 import queue
-import shutil
-import signal
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from sandbox.backend import (
-    SCRIPT_NAME,
-    Job,
-    RunResult,
-    SandboxUnavailable,
-)
+from sandbox.backend import Job, RunResult, SandboxUnavailable
+from sandbox.contract import WARM_READY_TIMEOUT_S as READY_TIMEOUT_S
+from sandbox.contract import WARM_RESET_TIMEOUT_S as RESET_TIMEOUT_S
 from sandbox.errors import GraderError
-from sandbox.launch import Launched, run_harness
 
-if TYPE_CHECKING:  # imported where the server starts, not before
-    from sandbox.proxy import Zygote
-
-READY_TIMEOUT_S = 180.0   # a server's start: the torch, pytest and exercise imports, on a loaded machine
 REPLY_MARGIN_S = 30.0     # beyond a job's wall clock, on a busy machine
-RESET_TIMEOUT_S = 30.0    # the clean-up after a submission; longer, and the server is replaced
-_PR_SET_PDEATHSIG = 1
-
-
-# --- the server --------------------------------------------------------------------------------
-
-class Server:
-    """The slot's side of the sandbox: one zygote, and a fork of itself per submission."""
-
-    def __init__(self, image: bool, prepare: list[dict]):
-        self.image = image
-        self.prepare = prepare  # per exercise: its test package, and its warm-up source
-        self.zygote: Zygote | None = None
-        self.notes: list[str] = []
-        self.can_reset = False
-
-    def start(self) -> None:
-        from sandbox.confine import landlock_abi
-        from sandbox.proxy import Zygote
-        if self.image:  # started as root: the zygote as `student`, then this server becomes `grader`
-            import pwd
-
-            from sandbox.container import (
-                HARNESS_USER,
-                STUDENT_USER,
-                become,
-                start_student_zygote,
-            )
-            control, process = start_student_zygote(warm=self._warm_ups())
-            self.zygote = zygote = Zygote(control, process, [])
-            self.student_uid = pwd.getpwnam(STUDENT_USER).pw_uid
-            become(HARNESS_USER)
-            os.environ["HOME"] = tempfile.gettempdir()
-        else:
-            from sandbox.harness import ZYGOTE_PIDS
-            self.zygote = zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=self._warm_ups())
-        self.notes = list(zygote.notes)
-        # Without Landlock a worker may write outside its scratch folder and reach the zygote: no
-        # reset could vouch for that, so every submission then gets a fresh server.
-        self.can_reset = landlock_abi() >= 1
-        if not self.can_reset:
-            self.notes.append("warm sandbox restarted after every submission: no Landlock on this kernel")
-        # What every harness needs, imported and warmed up once, on one thread (see warm_up).
-        import pytest  # noqa: F401
-        import pytest_jsonreport.plugin  # noqa: F401
-
-        import sandbox.harness
-        import sandbox.pytest_plugin  # noqa: F401
-        from sandbox.zygote import warm_up
-        warm_up(self._warm_ups())  # no sympy: the harness's own code needs none (the workers' zygote has it)
-        for exercise in self.prepare:
-            _import_tests(str(exercise["tests"]))
-        zygote.wait_ready(READY_TIMEOUT_S)
-        # Only now, with the zygote running, has `unshare` surely made its namespaces and forked the
-        # zygote: the process we started is `unshare` with the zygote as its only child, or the zygote.
-        assert zygote.process is not None  # started here, either way
-        started = zygote.process.pid
-        self.private_ipc = self.image or _own_ipc_namespace(started)
-        children = [child for child, parent in _parents().items() if parent == started]
-        self.zygote_pid = children[0] if children else started
-
-    def _warm_ups(self) -> tuple[str, ...]:
-        return tuple(str(p.get("warmup") or "") for p in self.prepare)
-
-    def grade(self, message: dict) -> tuple[dict, str]:
-        """The reply to one job, and the scratch folder that reset() must clear after it is sent."""
-        started = time.monotonic()
-        wall_s = float(message["limits"]["wall_s"])
-        scratch = tempfile.mkdtemp(prefix="grade-")
-        # The student's workers write here; in the image they are another user, and the sticky bit
-        # keeps the submission file (ours) theirs to read, not to replace.
-        os.chmod(scratch, 0o1777 if self.image else 0o700)
-        path = os.path.join(scratch, SCRIPT_NAME)
-        with open(path, "wb") as f:
-            f.write(base64.b64decode(message["source"]))
-        os.chmod(path, 0o444)
-        assert self.zygote is not None  # start() made it
-        job = {**{k: v for k, v in message.items() if k not in ("id", "source")}, "submission": path,
-               "scratch": scratch, "zygote": {"fd": self.zygote.control.fileno(), "ready": True,
-                                              "notes": self.notes, "capped": self.zygote.processes_capped}}
-
-        def launch(write_fd: int) -> Launched:
-            pid = os.fork()
-            if pid == 0:
-                _harness_child(job, write_fd)  # never returns
-            return Launched(stop=lambda: _kill_and_reap(pid))
-        run = run_harness(launch, wall_s, started=started)
-        return {"id": message.get("id"), "report": run.report, "failure": run.failure}, scratch
-
-    def reset(self, scratch: str) -> bool:
-        """Leave nothing of the last submission: its processes, IPC objects and files, and no change
-        to the zygote. True when the zygote vouches for that and this server sees it too."""
-        assert self.zygote is not None  # start() made it
-        control = self.zygote.control
-        control.setblocking(False)
-        try:  # answers meant for the harness we just killed
-            while control.recv(1 << 16):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-        control.setblocking(True)
-        token = os.urandom(8).hex()
-        command = {"op": "reset", "id": token, "scope": "uid" if self.image else "namespace",
-                   "private_ipc": self.private_ipc,
-                   "wipe": [tempfile.gettempdir(), "/dev/shm"] if self.image else []}
-        try:
-            control.send(json.dumps(command).encode())
-            control.settimeout(RESET_TIMEOUT_S)
-            while True:
-                answer = json.loads(control.recv(1 << 16) or b"{}")
-                if not answer or answer.get("reset") == token:
-                    break
-        except (OSError, ValueError):
-            answer = {}
-        shutil.rmtree(scratch, ignore_errors=True)
-        # Our own look, not only the zygote's word: no process of the student's is left but it.
-        # (In the image, orphans go to the container's init; locally, to the zygote, PID 1 of their namespace.)
-        if self.image:
-            from sandbox.reset import processes_of
-            stray = processes_of(self.student_uid, but=self.zygote_pid)
-        else:
-            stray = _descendants(self.zygote_pid)
-        return self.can_reset and bool(answer.get("clean")) and not stray and not os.path.exists(scratch)
-
-    def close(self) -> None:
-        if self.zygote is not None:
-            self.zygote.close()
-
-
-def _own_ipc_namespace(pid: int) -> bool:
-    """Whether process `pid` (the zygote's `unshare`) has an IPC namespace of its own."""
-    try:
-        return os.readlink(f"/proc/{pid}/ns/ipc") != os.readlink("/proc/self/ns/ipc")
-    except OSError:
-        return False
-
-
-def _parents() -> dict[int, int]:
-    found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    found[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    return found
-
-
-def _descendants(pid: int) -> list[int]:
-    parents, found, frontier = _parents(), [], [pid]
-    while frontier:
-        current = frontier.pop()
-        kids = [child for child, parent in parents.items() if parent == current]
-        found += kids
-        frontier += kids
-    return found
-
-
-def _import_tests(package: str) -> None:
-    """Import an exercise's test modules under the names pytest gives them (their package path),
-    so that each grade's pytest finds them imported instead of importing them again."""
-    import importlib
-    import pathlib
-
-    from sandbox.harness import tests_folder
-    for path in sorted(pathlib.Path(tests_folder(package)).glob("*.py")):
-        if path.stem == "conftest" or path.stem.startswith("test_"):
-            importlib.import_module(f"{package}.{path.stem}")
-
-
-def _harness_child(job: dict, write_fd: int) -> None:
-    """In the fork: run the harness on `job`, the report into `write_fd`; never returns."""
-    code = 0
-    try:
-        os.setsid()
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with the server
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        from sandbox.zygote import close_fds_except
-        close_fds_except({0, 1, 2, write_fd, int(job["zygote"]["fd"])})  # not the protocol's stdout, nor the read end
-        os.chdir(os.path.dirname(job["submission"]))
-        from sandbox.harness import report_text
-        text = report_text(job).encode()
-        with os.fdopen(write_fd, "wb") as out:
-            out.write(text)
-    except BaseException:  # never fall back into the server's loop
-        code = 70
-    os._exit(code)
-
-
-def _kill_and_reap(pid: int) -> int | None:
-    from sandbox.zygote import kill_session
-    kill_session(pid)
-    try:
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    except ChildProcessError:
-        return None
-
-
-def main() -> int:
-    image = "--image" in sys.argv[1:]
-    prepare = json.loads(base64.b64decode(sys.argv[sys.argv.index("--prepare") + 1])) if "--prepare" in sys.argv else []
-    channel = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol's own copy of stdout
-    os.dup2(2, 1)                                     # anything else printed goes to the log
-    sys.stdout = sys.stderr
-    server = Server(image=image, prepare=prepare)
-    try:
-        server.start()
-        channel.write(json.dumps({"event": "ready", "notes": server.notes}) + "\n")
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            reply, scratch = server.grade(json.loads(line))
-            channel.write(json.dumps(reply) + "\n")  # the grade does not wait for the clean-up
-            clean = server.reset(scratch)
-            channel.write(json.dumps({"event": "reset", "clean": clean}) + "\n")
-            if not clean:
-                return 0  # the caller starts a fresh server for the next submission
-    finally:
-        server.close()
-    return 0
 
 
 # --- the caller's side: a slot per worker of the batch ----------------------------------------
@@ -412,5 +162,3 @@ class WarmSandbox:
         self.close()
 
 
-if __name__ == "__main__":
-    sys.exit(main())

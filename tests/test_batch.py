@@ -29,7 +29,7 @@ def servers_of(pid: int) -> list[int]:
                 ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
-            if b"sandbox.warm" in cmd and ppid == pid:
+            if b"sandbox.warm_server" in cmd and ppid == pid:
                 found.append(int(entry))
     return found
 
@@ -42,7 +42,7 @@ def leftovers() -> list[str]:
         if entry.isdigit():
             try:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-                ours = any(m in cmd for m in (b"sandbox.warm", b"sandbox.zygote", b"sandbox.harness")) \
+                ours = any(m in cmd for m in (b"sandbox.warm_server", b"sandbox.zygote", b"sandbox.harness")) \
                     and str(OWN_TMP).encode() in Path(f"/proc/{entry}/environ").read_bytes()
             except OSError:
                 continue
