@@ -161,3 +161,10 @@ def upload_name(name: str) -> str:
         stem, suffix = base, "py"
     stem = stem[:SAFE_NAME_CHARS] or "submission"
     return f"{stem}.{suffix[:16]}"
+
+
+def failed_result(name: str, message: str, *, exercise: str, sandbox: str) -> dict:
+    """The native result of a grade the engine lost (no result will come): status error, no score."""
+    # Under /dev/null no file exists, so nothing on this machine is read for the (empty) hash.
+    missing = Path("/dev/null") / upload_name(name)
+    return grading.error_result(missing, message, exercise=exercise, sandbox=sandbox).to_dict()

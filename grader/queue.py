@@ -60,7 +60,7 @@ from kombu import Exchange, Queue
 import exercise as exercises
 from grader import course as courses
 from grader import grading, keys, signing
-from grader.pool import Pool, PoolClosed, upload_name
+from grader.pool import Pool, PoolClosed, failed_result, upload_name
 from grader.result import GradeResult, JobState, Status, points
 from sandbox.errors import GraderError
 
@@ -687,7 +687,6 @@ def _refuse(store: RedisStore, payload, why: Exception) -> None:
     log.warning("refused: a task%s%s: %s; not graded", f" for {name!r}" if isinstance(name, str) else "",
                 f" id={gid[:12]}" if isinstance(gid, str) else "", why)
     if isinstance(gid, str) and len(gid) == 64 and all(c in "0123456789abcdef" for c in gid):
-        from grader.service.engines import failed_result
         document = failed_result(str(name or "submission.py"), f"refused by the worker: {why}",
                                  exercise=exercises.DEFAULT, sandbox=_worker_sandbox)
         store.put(gid, seal(gid, "", _worker_sandbox, document))

@@ -33,6 +33,7 @@ from grader.errors import GraderError
 import exercise as exercises
 from grader import __version__, formats, grading, keys
 from grader import submission as submissions
+from grader.pool import failed_result
 from grader.result import GradeResult, JobState, Status
 from grader.service import callbacks, engines, student_page
 from grader.service.throttle import BodyLimit, RateLimiter
@@ -90,7 +91,7 @@ class Service:
                     self.by_key[grade.key] = grade.job
                     self._follow(grade.job, grade)
             else:
-                self.store.finish(grade, JobState.FAILED, engines.failed_result(
+                self.store.finish(grade, JobState.FAILED, failed_result(
                     grade.name, "the service restarted before this grade finished; upload the file again",
                     exercise=grade.exercise, sandbox=self.settings.sandbox))
 
@@ -153,7 +154,7 @@ class Service:
             except Exception as err:  # noqa: BLE001  (a lost job is that grade's error, not the service's end)
                 message = f"the grade was lost: {type(err).__name__}: {err}"
             grade = self.waiting[job][0]
-            result = engines.failed_result(grade.name, message, exercise=grade.exercise, sandbox=self.settings.sandbox)
+            result = failed_result(grade.name, message, exercise=grade.exercise, sandbox=self.settings.sandbox)
             break
         if self.by_key.get(key) == job:
             del self.by_key[key]

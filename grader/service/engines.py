@@ -13,11 +13,10 @@ from __future__ import annotations
 import concurrent.futures
 import secrets
 import threading
-from pathlib import Path
 
 from grader.errors import GraderError
 from grader import grading
-from grader.pool import Pool, upload_name
+from grader.pool import Pool
 from grader.result import JobState, Status
 
 
@@ -107,10 +106,3 @@ class Queued:
 
     def close(self) -> None:
         pass
-
-
-def failed_result(name: str, message: str, *, exercise: str, sandbox: str) -> dict:
-    """The native result of a grade the engine lost (no result will come): status error, no score."""
-    # Under /dev/null no file exists, so nothing on this machine is read for the (empty) hash.
-    missing = Path("/dev/null") / upload_name(name)
-    return grading.error_result(missing, message, exercise=exercise, sandbox=sandbox).to_dict()
