@@ -50,21 +50,31 @@ def corpus_graded(tmp_path_factory):
     return results
 
 
-# The full run spreads its files over two pytest-xdist workers (scripts/test: --dist loadgroup):
-# each file is one unit of work, so a module's or a session's fixture (a corpus graded by one batch)
-# is made once, on one worker; files that share such a fixture go together.
-SHARED_FIXTURES = {"test_grade_buggy": "corpus", "test_diagnosis": "corpus"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
 def pytest_collection_modifyitems(items):
     """The tiers: a test not marked `unit` is `e2e`, so the fast lane (`-m unit`) holds only the
-    tests that say they run in this process. And each test's xdist group (its file's, above)."""
+    tests that say they run in this process."""
     for item in items:
         if item.get_closest_marker("unit") is None:
             item.add_marker(pytest.mark.e2e)
-        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else item.nodeid
-        item.add_marker(pytest.mark.xdist_group(SHARED_FIXTURES.get(module, module)))
+
+
+# The full run spreads its files over two pytest-xdist workers (scripts/test): each file is one unit
+# of work, so a module's or a session's fixture (a corpus graded by one batch) is made once, on one
+# worker; the files that share such a fixture go together, as one unit.
+SHARED_FIXTURES = {"tests/test_grade_buggy.py": "corpus", "tests/test_diagnosis.py": "corpus"}
+
+try:
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:  # pytest-xdist is a dev dependency: without it the suite runs in one process
+    pass
+else:
+    class _FilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return SHARED_FIXTURES.get(file, file)
+
+    def pytest_xdist_make_scheduler(config, log):
+        return _FilesTogether(config, log)
 
 
 class _StartedAProcess(AssertionError):
