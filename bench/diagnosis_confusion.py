@@ -13,7 +13,10 @@ tests/submissions/head for causal-attention-head), folders correct (no bug), bug
 - correct files below full marks (goal 0) and buggy files at full marks (goal 0; a file whose only
   declared ids are advice, or were presented as advice because they cost no points in that grade,
   is allowed full marks);
-- files outside the catalog without the "no known mistake matches" note.
+- files outside the catalog without the "no known mistake matches" note;
+- diagnosis crashes (goal 0): files whose diagnosis had a step fail on what the student's code
+  returned (the harness's raw report, OUT/runs/, lists it under `diagnosis_skipped`): the tests
+  still grade such a file, but a mistake that step would have named goes unnamed.
 """
 from __future__ import annotations
 
@@ -54,8 +57,9 @@ def corpus(root: Path) -> list[Path]:
             if p.suffix in (".py", ".ipynb")]
 
 
-def grade_all(files: list[Path], jobs: int, sandbox: str, exercise: str) -> dict[str, dict]:
-    """Every file graded by one `grade batch`; results by the batch's file name."""
+def grade_all(files: list[Path], jobs: int, sandbox: str, exercise: str) -> tuple[dict[str, dict], dict[str, list]]:
+    """Every file graded by one `grade batch`: results by the batch's file name, and the diagnosis
+    steps that failed (the raw reports' `diagnosis_skipped`) of the files where any did."""
     work = Path(tempfile.mkdtemp(prefix="confusion-"))
     try:
         (work / "class").mkdir()
@@ -67,7 +71,15 @@ def grade_all(files: list[Path], jobs: int, sandbox: str, exercise: str) -> dict
         for result_file in (work / "out" / "results").glob("*.json"):
             result = json.loads(result_file.read_text())
             results[result["submission"]["name"]] = result
-        return results
+        index = json.loads((work / "out" / "index.json").read_text())["submissions"]
+        crashed = {}
+        for name, entry in index.items():
+            run_file = entry.get("run_file")
+            if run_file and (work / "out" / run_file).exists():
+                skipped = (json.loads((work / "out" / run_file).read_text()).get("report") or {}).get("diagnosis_skipped")
+                if skipped:
+                    crashed[name] = list(skipped)
+        return results, crashed
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -80,7 +92,7 @@ def main() -> None:
     args = parser.parse_args()
     root, ids, advice = EXERCISES[args.exercise]
     files = corpus(root)
-    results = grade_all(files, args.jobs, args.sandbox, args.exercise)
+    results, crashed = grade_all(files, args.jobs, args.sandbox, args.exercise)
     per_id = collections.defaultdict(lambda: collections.Counter())   # id -> tp, fp, fn, declared
     wrong, unnamed, advice_extra, below, full, no_note, errors = [], [], [], [], [], [], []
     for path in files:
@@ -128,6 +140,8 @@ def main() -> None:
                          ("buggy files at full marks (goal 0)", full),
                          ("files outside the catalog without the 'no known mistake' note", no_note),
                          ("advice given to files that do not declare it", advice_extra),
+                         ("diagnosis crashes (goal 0)", [f"{n.replace('__', '/', 1)}: {'; '.join(s)[:300]}"
+                                                         for n, s in sorted(crashed.items())]),
                          ("grader errors", errors)):
         print(f"{label}: {len(items)}")
         for item in items:

@@ -33,6 +33,16 @@ for dtype in (torch.float32, torch.float64):
 layer.to("meta")(torch.empty(2, 8, device="meta"))
 """
 
+# A context (an expression the worker evaluates) in which Tensor.view copies where the tensor's
+# memory layout allows no view, as reshape does: a forward that raises only without it viewed a
+# tensor whose layout a transpose or a permute had changed.
+VIEWS_OF_ANY_LAYOUT = (
+    "(lambda view: type('ViewsOfAnyLayout', (), {"
+    "'__enter__': lambda self: setattr(torch.Tensor, 'view', lambda t, *shape, **kw: view(t, *shape, **kw) "
+    "if kw or not shape or isinstance(shape[0], torch.dtype) or t.is_contiguous() else t.reshape(*shape)), "
+    "'__exit__': lambda self, *exc: setattr(torch.Tensor, 'view', view)})())(torch.Tensor.view)")
+
+
 EXERCISE = Exercise(
     name="causal-self-attention",
     version="1",
@@ -44,9 +54,12 @@ EXERCISE = Exercise(
         # the meta-device probe (test_07_advice.py) needs it; 0.8 s, so load it early
         preload=("torch._dynamo",),
         warmup=WARMUP,
-        # the diagnosis runs some probes with PyTorch's reference attention kernel forced
+        # the diagnosis runs some probes with PyTorch's reference attention kernel forced, and tells
+        # what made a forward raise by running it again without autograd, or with views of any layout
         contexts=(("math_sdpa", "__import__('torch.nn.attention', fromlist=['sdpa_kernel'])"
-                                ".sdpa_kernel(torch.nn.attention.SDPBackend.MATH)"),)),
+                                ".sdpa_kernel(torch.nn.attention.SDPBackend.MATH)"),
+                  ("no_grad", "torch.no_grad()"),
+                  ("views_of_any_layout", VIEWS_OF_ANY_LAYOUT))),
     directory=Path(__file__).parent,
     package=__name__,
     limits=Limits(),

@@ -183,7 +183,7 @@ def _outputs(student, found: Diagnosis, source_lines, locate):
                 observed += _observe(student, found, dim, heads, dtype)
             except StudentCodeError as err:
                 if n == 0 and dtype == "float64":
-                    _exception(found, err)
+                    _exception(student, found, err, dim, heads, dtype)
                     return
                 raised.append(f"with dim={dim}, n_heads={heads}, {dtype} your forward raised {err.describe()}")
     if "nondeterministic_dropout" in found.ids():
@@ -517,17 +517,22 @@ def _sdpa_math(student, found: Diagnosis, *_):
             found.add("view_without_contiguous", "only_on_the_default_kernel", forced)
 
 
-EXCEPTIONS = [  # (text in the message, bug id, variant)
-    ("view size is not compatible", "view_without_contiguous", None),
-    ("Output 0 of Split", "breaks_autograd", "inplace_on_split_view"),
-]
-
-
-def _exception(found: Diagnosis, err: StudentCodeError):
-    for text, bug_id, variant in EXCEPTIONS:
-        if text in err.message:
-            found.add(bug_id, variant, f"your forward raised {err.describe()}")
-            return
+def _exception(student, found: Diagnosis, err: StudentCodeError, dim: int, heads: int, dtype: str):
+    """What made the forward raise, told by what happens when it runs again (not by the message):
+    it runs without autograd (an in-place change of a tensor autograd still needs, such as a view
+    that split() returned), or with views that copy where a tensor's layout allows no view."""
+    for context, bug_id, variant, why in (
+            ("no_grad", "breaks_autograd", "raises_with_autograd",
+             "it runs under torch.no_grad(): an operation autograd cannot record, such as an in-place change of a view"),
+            ("views_of_any_layout", "view_without_contiguous", None,
+             "it runs when .view() may copy, as .reshape() does: a view of a transposed tensor")):
+        try:
+            student.new(dim, heads, dtype=dtype).map([p.args for p in probes(dim, heads, dtype) if not p.long],
+                                                     context=context)
+        except (StudentCodeError, WorkerFailure):
+            continue
+        found.add(bug_id, variant, f"your forward raised {err.describe()}; {why}")
+        return
     found.unexplained = (f"your forward raised {err.describe()}, and no mistake in the catalog "
                          f"explains this exception")
 
@@ -558,9 +563,10 @@ def _autograd(student, found: Diagnosis, *_):
     try:
         grad = module.vjp(x, cotangents=cotangent)[0]
     except StudentCodeError as err:
-        for text, variant in AUTOGRAD_ERRORS:
-            if text in err.message:
-                found.add("breaks_autograd", variant, f"a backward pass raised {err.describe()}")
+        # The forward ran (the finite differences above) and the backward pass did not: autograd
+        # cannot carry the layer, whatever the message says; the message only tells which way.
+        variant = next((v for text, v in AUTOGRAD_ERRORS if text in err.message), "backward_raises")
+        found.add("breaks_autograd", variant, f"a backward pass raised {err.describe()}")
         return
     from_autograd = (grad.double() * direction).sum().reshape(1)
     if not torch.isfinite(from_autograd).all():
