@@ -27,7 +27,7 @@ import time
 from sandbox.backend import SCRIPT_NAME, ColdSlot, Job, RunResult
 from sandbox.launch import Launched, kill_group, run_harness
 from sandbox.limits import Limits
-from sandbox.proxy import zygote_command, zygote_env
+from sandbox.zygote_client import zygote_command, zygote_env
 
 HARNESS_USER, STUDENT_USER = "grader", "student"
 JOB = "/work/job.json"

@@ -3,7 +3,7 @@ raise under it: the host (grader/), the sandbox and the exercises. What reaches 
 message is a GraderError; each subclass says which kind of failure it is and carries its facts.
 
 Every exception class the project defines derives from it (tests/test_pure.py checks), those that
-carry what the student's code did too: sandbox.proxy's StudentCodeError and WorkerFailure, and the
+carry what the student's code did too: sandbox.failures' StudentCodeError and WorkerFailure, and the
 protocol's errors, are how a test learns of it, and they end as that test's verdict (the pytest
 plugin tells them apart by their class), never as a fault of the grader.
 """

@@ -24,7 +24,8 @@ from sandbox.errors import GraderError  # noqa: E402 -- after IMPORTED, which ti
 from sandbox.limits import guard_harness, release_harness  # noqa: E402 -- after IMPORTED, which times these imports
 from sandbox.phases import Clock, process_started  # noqa: E402 -- after IMPORTED, which times these imports
 from sandbox.protocol import bounded  # noqa: E402 -- after IMPORTED, which times these imports
-from sandbox.proxy import Student, Zygote  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.proxy import Student  # noqa: E402 -- after IMPORTED, which times these imports
+from sandbox.zygote_client import Zygote  # noqa: E402 -- after IMPORTED, which times these imports
 from sandbox.source import LineMap, python_lines  # noqa: E402 -- after IMPORTED, which times these imports
 
 REPORT_SCHEMA = 1

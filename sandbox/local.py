@@ -93,7 +93,7 @@ def local_weaknesses(*, serving: bool = False) -> list[str]:
     import platform
 
     from sandbox.confine import TABLES, initial_user_namespace, landlock_abi, reachable_by_others, worker_reads
-    from sandbox.proxy import namespace_prefix
+    from sandbox.zygote_client import namespace_prefix
     if not sys.platform.startswith("linux"):
         return [f"not Linux ({sys.platform}): no Landlock, seccomp or namespaces confine the student's code"]
     found = []

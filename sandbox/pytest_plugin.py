@@ -10,7 +10,8 @@ from sandbox.kit import Draws
 from sandbox.limits import HarnessLimit
 from sandbox.phases import Clock
 from sandbox.protocol import bounded
-from sandbox.proxy import BadAnswer, Student, StudentCodeError, WorkerFailure
+from sandbox.failures import BadAnswer, StudentCodeError, WorkerFailure
+from sandbox.proxy import Student
 
 MAX_FEEDBACK = 4000
 

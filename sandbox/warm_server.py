@@ -42,7 +42,7 @@ from sandbox.contract import WARM_RESET_TIMEOUT_S as RESET_TIMEOUT_S
 from sandbox.launch import Launched, run_harness
 
 if TYPE_CHECKING:  # imported where the server starts, not before
-    from sandbox.proxy import Zygote
+    from sandbox.zygote_client import Zygote
 
 _PR_SET_PDEATHSIG = 1
 
@@ -61,7 +61,7 @@ class Server:
 
     def start(self) -> None:
         from sandbox.confine import landlock_abi
-        from sandbox.proxy import Zygote
+        from sandbox.zygote_client import Zygote
         if self.image:  # started as root: the zygote as `student`, then this server becomes `grader`
             import pwd
 

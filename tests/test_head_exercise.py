@@ -267,7 +267,7 @@ class _Autograd(_Answers):
         return [i for i, (a, b) in enumerate(zip(args, before)) if not torch.equal(a, b)]
 
     def vjp(self, *args, cotangents, wrt, output):
-        from sandbox.proxy import StudentCodeError
+        from sandbox.failures import StudentCodeError
         args = list(args)
         args[wrt] = args[wrt].clone().requires_grad_(True)
         try:

@@ -20,7 +20,7 @@ import torch
 from exercise.causal_attention_head import mistakes, reference
 from exercise.causal_attention_head.catalog import CATALOG
 from exercise.causal_attention_head.checks import Tolerance, ranges, vector
-from sandbox.proxy import StudentCodeError, WorkerFailure
+from sandbox.failures import StudentCodeError, WorkerFailure
 
 # (B, T, d_k): d_k all different and none 1 (sqrt(d_k), d_k and 1 stay apart, so a fitted scale
 # has one name), T from 5 to 40 (every probe has rows with a past and a future), B = 1 and more.

@@ -20,7 +20,7 @@ from exercise.causal_self_attention import mistakes, reference, scan
 from exercise.causal_self_attention.catalog import CATALOG
 from exercise.causal_self_attention.checks import (DTYPES, LONG_T, TOLERANCE, Tolerance, _ranges, finite_difference_jvps,
                                                    gradient_agrees, random_input)
-from sandbox.proxy import StudentCodeError, WorkerFailure
+from sandbox.failures import StudentCodeError, WorkerFailure
 
 DIM, HEADS = 24, 4          # head_dim 6 != sqrt(24): scale mistakes stay apart; 4 heads show head bugs
 # A model matches the student's output to these bounds, and an output is wrong for the diagnosis

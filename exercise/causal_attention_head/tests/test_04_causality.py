@@ -6,7 +6,7 @@ import torch
 
 from exercise.causal_attention_head.checks import answers_and_gate, drawn_qkv, require_attention
 from sandbox.kit import contracted_jvps, differs, finite_difference_jvps, gradient_agrees
-from sandbox.proxy import StudentCodeError
+from sandbox.failures import StudentCodeError
 
 # (B, T, d_k): T = 1 (only the own position), short and long, one sequence and three, d_k = 1.
 CASES = [(2, 1, 3), (2, 6, 4), (1, 9, 1), (3, 17, 6)]

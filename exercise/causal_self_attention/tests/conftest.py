@@ -13,7 +13,7 @@ import torch
 
 from exercise.causal_self_attention import readout
 from exercise.causal_self_attention.reference import random_weights
-from sandbox.proxy import StudentCodeError, WorkerFailure
+from sandbox.failures import StudentCodeError, WorkerFailure
 
 
 @pytest.fixture(scope="session")

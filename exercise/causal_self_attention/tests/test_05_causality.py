@@ -5,7 +5,7 @@ import torch
 from exercise.causal_self_attention import reference
 from exercise.causal_self_attention.checks import LONG_T, finite_difference_jvps, gradient_agrees
 from sandbox.kit import differs
-from sandbox.proxy import StudentCodeError
+from sandbox.failures import StudentCodeError
 
 # (dim, n_heads, B, T, real lengths or None): one head with and without padding, one sequence, the
 # first sequence padded, T past 8 (where a cached mask may end), head_dim 1.

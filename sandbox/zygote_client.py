@@ -1,0 +1,222 @@
+"""The harness's client of the zygote (sandbox.zygote): it starts one (in new PID and network
+namespaces where it can) or takes one a container's entry point started, and has it fork each
+worker, with the pipes the proxy talks over and a drain for what the worker prints."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sandbox.contract import Entry
+from sandbox.failures import WorkerFailure
+from sandbox.limits import Limits, PidsCgroup
+
+
+@dataclass
+class _WorkerProcess:
+    pid: int
+    req_fd: int
+    resp_fd: int
+    output: _OutputDrain
+    tally_fd: int = -1  # read end of the pipe the worker counts refusals into (audit.py)
+    notes: list[str] = field(default_factory=list)  # what the confinement could not do (sent before the import)
+
+
+class Zygote:
+    """A running zygote process: started here (optionally in new PID and network namespaces), or
+    started by a container's entry point and handed over as a socket."""
+
+    def __init__(self, control: socket.socket, process: subprocess.Popen | None, notes: list[str],
+                 cgroup: PidsCgroup | None = None):
+        self.control, self.process, self.notes, self.cgroup = control, process, notes, cgroup
+        self.processes_capped = cgroup is not None  # a pids cgroup bounds the zygote and its workers
+        self.lock = threading.Lock()
+        self._ready: dict | None = None
+
+    @classmethod
+    def start(cls, *, isolate: bool = True, max_pids: int = 0, warm: tuple[str, ...] | None = None) -> Zygote:
+        """Start a zygote here; with max_pids, inside a pids cgroup where this process may make one;
+        `warm`: the warm-up sources it runs for its workers (a warm sandbox's zygote, which serves many)."""
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        notes = []
+        cgroup = PidsCgroup.create(max_pids) if max_pids else None
+        prefix = namespace_prefix() if isolate else None
+        if isolate and prefix is None:
+            notes.append("network not isolated: this OS does not let the grader create namespaces")
+        cmd = (prefix or []) + zygote_command(child.fileno(), warm)
+        process = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                                   env=zygote_env(), preexec_fn=cgroup.enter if cgroup else None)
+        child.close()
+        return cls(parent, process, notes, cgroup)
+
+    @classmethod
+    def attached(cls, fd: int, *, ready: bool = False, notes: list[str] | None = None,
+                 capped: bool = False) -> Zygote:
+        """A zygote someone else started (a container's entry point, a warm server), reached through
+        `fd`; `ready` when that one already took its ready message, `capped` when it put it in a
+        pids cgroup."""
+        zygote = cls(socket.socket(fileno=fd), None, list(notes or ()))
+        zygote.processes_capped = capped
+        if ready:
+            zygote._ready = {"event": "ready"}
+        return zygote
+
+    def wait_ready(self, timeout_s: float) -> None:
+        if self._ready is None:
+            self._ready = self._recv(timeout_s)
+
+    def spawn(self, *, path: str, cwd: str, entry: Entry, limits: Limits,
+              hidden: tuple[str, ...] = (), uid: int | None = None) -> _WorkerProcess:
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        out_r, out_w = os.pipe()
+        tally_r, tally_w = os.pipe()
+        command = {"op": "spawn", "path": path, "cwd": cwd, "limits": limits.to_dict(),
+                   "processes_capped": self.processes_capped, "entry": entry.to_dict(),
+                   "really_root": os.geteuid() == 0, "hidden": list(hidden), "uid": uid}
+        try:
+            with self.lock:
+                socket.send_fds(self.control, [json.dumps(command).encode()], [req_r, resp_w, out_w, tally_w])
+                answer = self._recv(10.0)
+            if "pid" not in answer:
+                raise WorkerFailure("exit", str(answer.get("error", "the sandbox could not start a worker")))
+        except (OSError, WorkerFailure) as err:
+            for fd in (req_w, resp_r, out_r, tally_r):  # no worker holds the other ends: ours go too
+                os.close(fd)
+            if isinstance(err, WorkerFailure):
+                raise
+            raise WorkerFailure("exit", "the sandbox's process spawner is gone (did your code kill it?)") from err
+        finally:
+            for fd in (req_r, resp_w, out_w, tally_w):
+                os.close(fd)
+        os.set_blocking(req_w, False)  # requests are written against a deadline (protocol.send)
+        os.set_blocking(tally_r, False)
+        return _WorkerProcess(int(answer["pid"]), req_w, resp_r, _OutputDrain(out_r, limits.output_bytes),
+                              tally_r)
+
+    def kill(self, pid: int) -> None:
+        self._command({"op": "kill", "pid": pid})
+
+    def exit_status(self, pid: int) -> int | None:
+        return self._command({"op": "status", "pid": pid, "wait_s": 0.5}).get("status")
+
+    def close(self) -> None:
+        """Kill the zygote we started (in a PID namespace every worker dies with it); a zygote we
+        were handed exits when its socket closes, and its container ends the rest."""
+        self.control.close()  # a zygote that cannot be killed from here exits when its socket closes
+        if self.process is not None:
+            try:
+                self.process.kill()
+            except PermissionError:  # another user's (the student's, in the image)
+                pass
+            self.process.wait()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+    def _command(self, command: dict) -> dict:
+        with self.lock:
+            try:
+                self.control.send(json.dumps(command).encode())
+                return self._recv(5.0)
+            except (OSError, WorkerFailure):
+                return {}
+
+    def _recv(self, timeout_s: float) -> dict:
+        self.control.settimeout(timeout_s)
+        try:
+            data = self.control.recv(1 << 16)
+        except TimeoutError as err:
+            raise WorkerFailure("timeout", "the sandbox's process spawner did not answer") from err
+        if not data:
+            raise WorkerFailure("exit", "the sandbox's process spawner exited")
+        try:  # the zygote shares the student's user in a container: its answers are checked too
+            answer = json.loads(data)
+        except (ValueError, RecursionError) as err:
+            raise WorkerFailure("protocol", "the sandbox's process spawner sent garbage") from err
+        if not isinstance(answer, dict) or ("pid" in answer and not isinstance(answer["pid"], int)):
+            raise WorkerFailure("protocol", "the sandbox's process spawner sent garbage")
+        return answer
+
+
+def zygote_command(fd: int, warm: tuple[str, ...] | None = None) -> list[str]:
+    """How a zygote is started, commanded through socket `fd` (-P: the worker's folder must never
+    shadow a module the zygote imports); `warm`: the warm-up sources it runs first."""
+    from sandbox.zygote import encode_sources
+    return [sys.executable, "-P", "-m", "sandbox.zygote", str(fd),
+            *(["--warm", encode_sources(warm)] if warm is not None else [])]
+
+
+def zygote_env() -> dict:
+    """The zygote's (and so every worker's) environment: only what Python and torch need."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+_PREFIX_CACHE: list | None = None
+
+
+def namespace_prefix() -> list[str] | None:
+    """The `unshare` command that puts the zygote in new PID, network and IPC namespaces, if it works."""
+    global _PREFIX_CACHE
+    if _PREFIX_CACHE is not None:
+        return _PREFIX_CACHE or None
+    tool = shutil.which("unshare")
+    # --mount-proc: the workers' /proc shows only their own namespace, not the harness's fds.
+    # --ipc: System V shared memory and semaphores stay inside the grade.
+    isolated = ["--net", "--pid", "--ipc", "--fork", "--kill-child", "--mount", "--mount-proc"]
+    candidates = [isolated, ["--net", "--pid", "--ipc", "--fork", "--kill-child"]]
+    if os.geteuid() != 0:
+        candidates[:0] = [["--user", "--map-root-user", *isolated],
+                          ["--user", "--map-root-user", "--net", "--pid", "--ipc", "--fork", "--kill-child"]]
+    if tool:
+        for flags in candidates:
+            probe = subprocess.run([tool, *flags, "true"], capture_output=True)
+            if probe.returncode == 0:
+                _PREFIX_CACHE = [tool, *flags]
+                return _PREFIX_CACHE
+    _PREFIX_CACHE = []
+    return None
+
+
+class _OutputDrain:
+    """Reads what the worker prints, keeps the start of it, and flags a flood."""
+
+    KEEP = 4096
+
+    def __init__(self, fd: int, limit: int):
+        self.fd, self.limit = fd, limit
+        self.kept = bytearray()
+        self.total = 0
+        self.flooded = threading.Event()
+        self.on_flood: Callable[[], None] | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                break
+            self.total += len(chunk)
+            room = self.KEEP - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+            if self.total > self.limit and not self.flooded.is_set():
+                self.flooded.set()
+                if self.on_flood:
+                    self.on_flood()
+        os.close(self.fd)
+
+    def text(self) -> str:
+        return self.kept.decode(errors="replace")
