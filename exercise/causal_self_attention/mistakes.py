@@ -40,7 +40,7 @@ SLOTS: dict[str, list[Mistake]] = {
                ("fixed_max_length", "open_past_32")],
     "fill": [("mask_fill_not_neg_inf", "zero"), ("mask_fill_not_neg_inf", "causal_zero"),
              ("mask_fill_not_neg_inf", "row_min"), ("mask_fill_not_neg_inf", "row_mean"),
-             ("mask_fill_not_neg_inf", "tensor_min")],
+             ("mask_fill_not_neg_inf", "row_max"), ("mask_fill_not_neg_inf", "tensor_min")],
     "scale": [("wrong_scale", "sqrt_dim"), ("wrong_scale", "none"), ("wrong_scale", "multiplied"),
               ("wrong_scale", "head_dim_not_sqrt"), ("wrong_scale", "after_softmax")],
     "qkv": [("qkv_order", "k_q_v"), ("qkv_order", "q_v_k"), ("qkv_order", "v_k_q"),
@@ -147,9 +147,9 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
         s = (s.to(real) + torch.where(keys, number, torch.zeros((), dtype=real))).double()
         allowed = allowed if part == "padding" else torch.ones_like(allowed)
         mask = None
-    elif fill in ("row_min", "row_mean", "tensor_min"):  # masked scores set to a statistic of the scores
+    elif fill in ("row_min", "row_mean", "row_max", "tensor_min"):  # masked scores set to a statistic of the scores
         stat = {"row_min": lambda: s.amin(-1, keepdim=True), "row_mean": lambda: s.mean(-1, keepdim=True),
-                "tensor_min": lambda: s.amin()}[fill]()
+                "row_max": lambda: s.amax(-1, keepdim=True), "tensor_min": lambda: s.amin()}[fill]()
         if mask is not None:
             allowed = allowed & mask[:, None, None, :]
         s, allowed, mask = torch.where(allowed, s, stat), torch.ones_like(allowed), None
