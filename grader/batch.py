@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import exercise as exercises
-from grader import classreport, feedback_pages, formats, grading, keys, reportparts, similarity, term, text
+from grader import classpage, classreport, feedback_pages, formats, grading, keys, reportparts, similarity, term, text
 from grader import clusters as behaviours
 from grader import submission as submissions
 from grader.course import time_limit
@@ -389,7 +389,7 @@ class Batch:
         classreport.write_atomic(self.out / "similar.csv", _similar_csv(outcome.similar))
         classreport.write_atomic(self.out / "similar.json", similarity.to_json(outcome.similar))
         outcome.clusters, outcome.similar_pairs = behaviours.clusters(outcome.rows), len(outcome.similar.pairs)
-        classreport.write_html(summary, outcome.rows, self.out / "report.html",
+        classpage.write_html(summary, outcome.rows, self.out / "report.html",
                                title=f"{self.exercise}: {self.folder.name}",
                                similar=outcome.similar,
                                clusters=outcome.clusters, released=self.released, code=self._class_code(outcome),

@@ -8,12 +8,12 @@ import pytest
 from rich.console import Console
 
 from grader import classreport
+from grader.classpage import write_html
 from grader.classreport import (
     Row,
     print_summary,
     summarize,
     write_gradebook,
-    write_html,
 )
 
 pytestmark = pytest.mark.unit  # the whole module runs in this process (the fast lane)
