@@ -12,22 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from grader.result import is_course_bug
+from grader.result import Bug, TestResult, TestStatus, is_course_bug
 
 
-def signature(report: dict) -> str:
-    """The cluster id of a graded raw report, or '' when it is not an unexplained mistake (every
-    test passed, or a mistake from the catalog is named). Read from the raw report alone, so a
-    course's weights never change it: the id a course file names stays its members' id."""
-    tests = [t for t in report.get("tests") or () if isinstance(t, dict)]
-    if any(isinstance(b, dict) and not b.get("advice") for b in report.get("bugs") or ()):
+def signature(tests: Sequence[TestResult], bugs: Sequence[Bug], note: str) -> str:
+    """The cluster id of a graded report, or '' when it is not an unexplained mistake (every test
+    passed, or a mistake from the catalog is named): from its tests, bugs and diagnosis note as the
+    report gave them (grader.scoring parses them once, before a course's weights, so a course never
+    changes it: the id a course file names stays its members' id)."""
+    if any(not b.advice for b in bugs):
         return ""
-    failing = sorted(str(t.get("id")) for t in tests if t.get("status") != "passed")
+    failing = sorted(t.id for t in tests if t.status is not TestStatus.PASSED)
     if not failing:
         return ""
-    note = str(report.get("diagnosis_note") or "")
     return "c" + hashlib.sha256(json.dumps([failing, note]).encode()).hexdigest()[:10]
 
 

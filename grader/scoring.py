@@ -42,6 +42,8 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     tests = tuple(_with_bugs(_test(raw), bugs) for raw in report.get("tests") or ())
     if not tests:
         raise ReportError("the report lists no tests")
+    diagnosis = str(report.get("diagnosis_note") or "")
+    cluster = clusters.signature(tests, bugs, diagnosis)  # the report's own, before a course's weights
     max_score = round(sum(t.max_score for t in tests), 9)
     if abs(max_score - exercise.max_score) > 1e-6:  # a report that is not the exercise's whole suite
         raise ReportError(f"the tests add up to {max_score:g} points, the exercise to {exercise.max_score:g}")
@@ -57,11 +59,9 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     # points shared by a group's cases add up in floats; a course's deductions stop at 0
     score = max(0.0, round(sum(t.score for t in tests), 9))
     bugs = _agreeing(bugs, tests)
-    diagnosis = str(report.get("diagnosis_note") or "")
     if score < max_score and not diagnosis and all(b.advice for b in bugs):
         diagnosis = ("tests failed and no mistake in the catalog explains it; the failed tests below show "
                      "where your output differs")
-    cluster = clusters.signature(report)
     named = course.cluster_name(cluster) if course and cluster else None
     evidence = ""
     if named:
