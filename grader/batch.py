@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -56,7 +57,11 @@ class Unit:
     key: str                     # its name in the batch folder: a file name, or a folder name
     path: Path | None            # the file to grade
     rejection: str = ""          # a folder with no file to grade (none, or no way to choose)
-    content: bytes = b""         # what the grading key hashes
+    content: bytes = b""         # the file's bytes, read once: graded, hashed, compared with classmates'
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
 
     def grading_key(self, setting: str) -> str:
         """The hash of what is graded and of `setting` (grader.keys)."""
@@ -309,7 +314,8 @@ class Batch:
                                            sandbox=self.sandbox, course=self.course)
         assert self._pool is not None  # run() made it before any slot started
         try:
-            return self._pool.grade(unit.path, exercise=self.exercise, wall_s=self.wall_s, course=self.course)
+            return self._pool.grade(unit.path, exercise=self.exercise, wall_s=self.wall_s, course=self.course,
+                                    data=unit.content)
         except PoolClosed:
             raise
         except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, not the batch)
@@ -327,7 +333,8 @@ class Batch:
             if unit.path is None:  # nothing left to score again: graded (rejected) afresh
                 return None
             return grading.rescore(unit.path, run["report"], exercise=self.exercise, sandbox=self.sandbox,
-                                   duration_s=float(run.get("duration_s") or 0), course=self.course)
+                                   duration_s=float(run.get("duration_s") or 0), course=self.course,
+                                   submission=submissions.read(unit.path, compiles=False, data=unit.content))
         except (OSError, ValueError, KeyError, TypeError, SubmissionRejected):  # ReportError is a ValueError
             return None
 
@@ -435,19 +442,19 @@ class Batch:
         graded = {row.key: row.submission for row in outcome.rows if row.status == Status.GRADED.value}
         full = tuple(r.submission for r in outcome.rows if r.status == Status.GRADED.value
                      and r.score is not None and r.score >= r.max_score - 1e-9)
-        return reportparts.ClassCode({graded[u.key]: reportparts.source_text(_script(u.path))
+        return reportparts.ClassCode({graded[u.key]: reportparts.source_text(_script(u))
                                       for u in outcome.units if u.path is not None and u.key in graded}, full)
 
     def _similar(self, outcome: Outcome, graded: dict[str, str]) -> similarity.Findings:
         """Pairs of graded submissions much alike, with each other, with an earlier term's
         (`compare_with`, not graded) and with the exercise's known sources."""
-        files = [similarity.File(graded[u.key], _script(u.path), similarity.sha256(u.content))
+        files = [similarity.File(graded[u.key], _script(u), u.sha256)
                  for u in outcome.units if u.path is not None and u.key in graded]
         if self.compare_with is not None:
             earlier = [u for u in discover(self.compare_with, self.exercise) if u.path is not None]
             shown = text.names(f"{self.compare_with.name}/{u.key}" for u in earlier)
-            files += [similarity.File(shown[f"{self.compare_with.name}/{u.key}"], _script(u.path),
-                                      similarity.sha256(u.content), origin=similarity.Origin.EARLIER) for u in earlier
+            files += [similarity.File(shown[f"{self.compare_with.name}/{u.key}"], _script(u),
+                                      u.sha256, origin=similarity.Origin.EARLIER) for u in earlier
                       if u.path is not None]
         exercise = exercises.get(self.exercise)
         files += similarity.known_sources(exercise.directory)
@@ -472,10 +479,12 @@ def _has_term(page: Path) -> bool:
         return False
 
 
-def _script(path: Path) -> bytes:
+def _script(unit: Unit) -> bytes:
     """The Python of a submission (a notebook's code cells), for comparing classmates' code."""
+    if unit.path is None:
+        return b""
     try:
-        return submissions.read(path, compiles=False).script
+        return submissions.read(unit.path, compiles=False, data=unit.content).script
     except SubmissionRejected:
         return b""
 

@@ -26,13 +26,13 @@ KERNEL_LAYER_ONLY = "ATTENTION_GRADER_KERNEL_LAYER_ONLY"
 
 def grade(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
           wall_s: float | None = None, backend: Sandbox | None = None, hidden: tuple[str, ...] = (),
-          on_log=None, course=None) -> GradeResult:
+          on_log=None, course=None, data: bytes | None = None) -> GradeResult:
     """grade_file, where a grader fault is a result of status error (no score) instead of an
     exception: the one place where a fault becomes an `error` result. `on_log(text)` receives the
     sandbox's log tail of a fault, for a terminal that shows it."""
     try:
         return grade_file(path, exercise=exercise, sandbox=sandbox, wall_s=wall_s, backend=backend, hidden=hidden,
-                          course=course)
+                          course=course, data=data)
     except SandboxFailure as failure:
         if failure.log and on_log is not None:
             on_log(failure.log)
@@ -46,12 +46,12 @@ def grade(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAU
 
 def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = DEFAULT_SANDBOX,
                wall_s: float | None = None, backend: Sandbox | None = None,
-               hidden: tuple[str, ...] = (), course=None) -> GradeResult:
+               hidden: tuple[str, ...] = (), course=None, data: bytes | None = None) -> GradeResult:
     """Grade one submission. Student mistakes become a result; a grader fault raises SandboxFailure.
     `backend`: a sandbox already running (a batch's warm one), else a new one named `sandbox`;
     `hidden`: more paths the student's code may not read (a batch's other submissions);
     `course` (grader.course.Course): the instructor's points and visibility, and its time limit
-    when `wall_s` is None."""
+    when `wall_s` is None; `data`: the file's bytes, when the caller read them already."""
     started = time.monotonic()
     backend = backend or registry.get(sandbox)
     if not backend.contained:  # a sandbox with a file system of its own has none of this machine's folders
@@ -61,11 +61,11 @@ def grade_file(path: Path, *, exercise: str = exercises.DEFAULT, sandbox: str = 
     if os.environ.get(KERNEL_LAYER_ONLY) == "1":
         limits = dataclasses.replace(limits, audit=False)
     try:
-        sub = submissions.read(path)
+        sub = submissions.read(path, data=data)
     except SubmissionRejected as rejected:
         return rejected_result(path, rejected.message, exercise=ex.name, sandbox=sandbox,
                                duration_s=time.monotonic() - started, course=course)
-    seed = keys.grade_seed(sub.script, ex.name)  # held here, reaches the harness, never the student's code
+    seed = keys.grade_seed(sub.script, ex.name, sha256=sub.script_sha256)  # held here, reaches the harness, never the student's code
     clock = Clock()
     clock.add("host: submission read", started)
     with clock.span("sandbox"):

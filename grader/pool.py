@@ -48,8 +48,9 @@ class Pool:
     # --- grading ----------------------------------------------------------------------------
 
     def grade(self, path: Path, *, exercise: str, wall_s: float | None = None,
-              hidden: tuple[str, ...] = (), course=None) -> GradeResult:
-        """Grade the file at `path` in the next free slot; blocks until one is free."""
+              hidden: tuple[str, ...] = (), course=None, data: bytes | None = None) -> GradeResult:
+        """Grade the file at `path` (`data`: its bytes, if read already) in the next free slot;
+        blocks until one is free."""
         slot = self._take()
         try:
             if slot is None:
@@ -60,7 +61,7 @@ class Pool:
                 return grading.error_result(path, str(err), exercise=exercise, sandbox=self.sandbox,
                                             course=course)
             return grading.grade(path, exercise=exercise, sandbox=self.sandbox, wall_s=wall_s, backend=slot,
-                                 hidden=(*self.hidden, *hidden), course=course)
+                                 hidden=(*self.hidden, *hidden), course=course, data=data)
         finally:
             self._free.put(slot)
 

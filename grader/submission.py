@@ -24,19 +24,21 @@ COMPILE_S = 10                      # an honest file compiles in milliseconds, t
 class Submission:
     """A gradable script and where it came from."""
     name: str
-    sha256: str
+    sha256: str              # of the file's bytes
     script: bytes            # what the sandbox imports
     line_map: LineMap        # script line -> notebook cell, empty for a .py file
+    script_sha256: str = ""  # of the script: the file's own hash but for a notebook
 
     @property
     def is_notebook(self) -> bool:
         return bool(self.line_map.spans)
 
 
-def read(path: Path, *, compiles: bool = True) -> Submission:
+def read(path: Path, *, compiles: bool = True, data: bytes | None = None) -> Submission:
     """Read and check a submission; raises SubmissionRejected with a precise reason. `compiles`
-    False skips the compile check (its own process): for a file already graded, by its hash."""
-    data = read_bytes(path)
+    False skips the compile check (its own process): for a file already graded, by its hash.
+    `data`: the file's bytes, when the caller read them already (a batch reads each file once)."""
+    data = read_bytes(path) if data is None else data
     digest = hashlib.sha256(data).hexdigest()
     if path.suffix == ".ipynb":
         script, line_map = notebook_script(data)
@@ -46,7 +48,8 @@ def read(path: Path, *, compiles: bool = True) -> Submission:
         raise _too_large(len(script), MAX_SOURCE_BYTES, "source")
     if compiles:
         check_compiles(script, line_map)
-    return Submission(path.name, digest, script, line_map)
+    return Submission(path.name, digest, script, line_map,
+                      digest if script is data else hashlib.sha256(script).hexdigest())
 
 
 def read_bytes(path: Path) -> bytes:

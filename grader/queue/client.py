@@ -165,7 +165,8 @@ class QueuePool:
                 self._ids[unit.path] = gid
                 self._sent.notify_all()
 
-    def grade(self, path: Path, *, exercise: str, wall_s: float | None = None, hidden=(), course=None) -> GradeResult:
+    def grade(self, path: Path, *, exercise: str, wall_s: float | None = None, hidden=(), course=None,
+              data: bytes | None = None) -> GradeResult:
         """The result of `path` from the queue (`course`: must be None: the workers score with the
         exercise's own points; the CLI refuses --queue with --course)."""
         if course is not None:
