@@ -90,6 +90,13 @@ def time_limit(exercise, given: float | None = None, course: Course | None = Non
     return (exercises.get(exercise) if isinstance(exercise, str) else exercise).limits.wall_s
 
 
+def full_marks(exercise, course: Course | None = None) -> float:
+    """The one place a grade's full marks are decided: the course's points, else the exercise's
+    (`exercise`: its name or the Exercise)."""
+    ex = exercises.get(exercise) if isinstance(exercise, str) else exercise
+    return course.max_score(ex) if course is not None else ex.max_score
+
+
 @dataclass(frozen=True)
 class GroupInfo:
     """A test group of the exercise as its code declares it: what a course may override."""

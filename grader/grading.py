@@ -12,7 +12,7 @@ from sandbox.backend import Job, Sandbox, SandboxUnavailable
 from sandbox.phases import Clock, plain_spans
 from grader import __version__, keys, render
 from grader import submission as submissions
-from grader.course import time_limit
+from grader.course import full_marks, time_limit
 from grader.errors import SandboxFailure, SubmissionRejected
 from grader.result import GradeResult, Status
 from grader.scoring import ReportError, result_from_report
@@ -133,7 +133,7 @@ def _without_report(path: Path, status: Status, score: float | None, message: st
     ex = exercises.get(exercise)
     result = GradeResult(exercise=exercise, submission_name=path.name,
                          submission_sha256=_sha256_or_empty(path), status=status, score=score,
-                         max_score=course.max_score(ex) if course else ex.max_score, message=message,
+                         max_score=full_marks(ex, course), message=message,
                          duration_s=duration_s,
                          environment={**host_environment(sandbox), **(course.environment() if course else {})})
     return _with_feedback(result)

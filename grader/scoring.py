@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from grader import clusters
+from grader.course import full_marks
 from grader.errors import GraderError
 from grader.result import COURSE_BUG, Bug, GradeResult, Status, TestResult, TestStatus, Visibility
 from grader.submission import Submission
@@ -29,14 +30,14 @@ def result_from_report(report: dict, *, submission: Submission, exercise, sandbo
     base = dict(exercise=exercise.name, submission_name=submission.name,
                 submission_sha256=submission.sha256, duration_s=duration_s, environment=environment,
                 notes=tuple(str(n) for n in report.get("notes") or ()), report=report)
-    full_marks = course.max_score(exercise) if course else exercise.max_score
+    most = full_marks(exercise, course)
     status = report.get("status")
     if status == "rejected":
         message = rejection_message(_dict(report.get("rejection")), exercise, submission)
-        return GradeResult(status=Status.REJECTED, score=0.0, max_score=full_marks,
+        return GradeResult(status=Status.REJECTED, score=0.0, max_score=most,
                            message=message, **base)
     if status != "graded":
-        return GradeResult(status=Status.ERROR, score=None, max_score=full_marks,
+        return GradeResult(status=Status.ERROR, score=None, max_score=most,
                            message=f"the grader failed: {report.get('error', 'no report')}", **base)
     bugs = tuple(_bug(raw) for raw in report.get("bugs") or ())
     tests = tuple(_with_bugs(_test(raw), bugs) for raw in report.get("tests") or ())

@@ -88,6 +88,13 @@ def test_the_time_limit_is_the_one_given_else_the_courses_else_the_exercises(tmp
     assert run != keys.run_setting("causal-self-attention", "local", 120)
 
 
+
+def test_full_marks_are_the_courses_points_else_the_exercises(tmp_path):
+    assert course.full_marks("causal-self-attention") == EX.max_score == 100
+    reweighted = course_file(tmp_path, "[groups.test_matches_multihead_attention]\npoints = 60\n")
+    assert course.full_marks(EX, reweighted) == 130
+    assert course.full_marks("causal-self-attention", reweighted) == 130
+
 # --- the term -----------------------------------------------------------------------------------------
 
 DUE = datetime.datetime(2026, 12, 1, 23, 59, tzinfo=UTC)
