@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import exercise as exercises
 from grader import classpage, classreport, feedback_pages, formats, grading, keys, reportparts, similarity, term, text
@@ -42,11 +41,8 @@ from grader import clusters as behaviours
 from grader import submission as submissions
 from grader.course import time_limit
 from grader.errors import GraderError, SubmissionRejected
-from grader.pool import Pool, PoolClosed
+from grader.pool import Grader, Pool, PoolClosed
 from grader.result import GradeResult, Status
-
-if TYPE_CHECKING:  # imported only for a batch with a queue
-    from grader.queue import QueuePool
 
 INDEX_SCHEMA = 1
 
@@ -164,7 +160,7 @@ class Batch:
         self.index_path = out / "index.json"
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._pool: Pool | QueuePool | None = None
+        self._pool: Grader | None = None
 
     # --- planning ---------------------------------------------------------------------------
 
@@ -254,7 +250,7 @@ class Batch:
             pending.put(unit)
         if self.queue:  # imported only here: a batch without a queue needs neither Celery nor Redis
             from grader.queue import QueuePool
-            pool: Pool | QueuePool = QueuePool(self.queue, todo, exercise=self.exercise, sandbox=self.sandbox,
+            pool: Grader = QueuePool(self.queue, todo, exercise=self.exercise, sandbox=self.sandbox,
                                                wall_s=self.wall_s, fresh=self.force)
         else:  # the class's other files and results stay out of the student's sight
             pool = Pool(self.sandbox, min(self.jobs, max(len(todo), 1)), warm=self.warm,

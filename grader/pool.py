@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
+from typing import Protocol
 
 import sandbox.registry as registry
 from sandbox.backend import ColdSlot, SandboxUnavailable, Slot
@@ -25,6 +26,24 @@ from grader.errors import GraderError
 from grader.result import GradeResult
 
 SAFE_NAME_CHARS = 120
+
+
+class Grader(Protocol):
+    """What a batch grades with: a Pool of this machine's sandboxes, or grader.queue's QueuePool."""
+
+    @property
+    def starts(self) -> int:
+        """Sandbox servers started on this machine so far."""
+
+    def grade(self, path: Path, *, exercise: str, wall_s: float | None = None, hidden: tuple[str, ...] = (),
+              course=None, data: bytes | None = None) -> GradeResult:
+        """The result of the submission at `path` (`data`: its bytes, if read already)."""
+
+    def close(self) -> None:
+        """Stop the sandboxes once their grades are over."""
+
+    def shutdown(self) -> None:
+        """Stop for good, now."""
 
 
 class PoolClosed(GraderError):

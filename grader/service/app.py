@@ -52,7 +52,7 @@ log = logging.getLogger("grader.service")
 @dataclass(frozen=True)
 class Settings:
     """How `grade serve` was started."""
-    engine: engines.Embedded | engines.Queued
+    engine: engines.Engine
     tokens: Tokens | None = None        # None: the API answers every request 401
     store_dir: Path | None = None
     page: bool = True

@@ -13,12 +13,29 @@ from __future__ import annotations
 import concurrent.futures
 import secrets
 import threading
+from typing import Protocol
 
 from grader.errors import GraderError
 from grader import grading
 from grader.pool import Pool
 from grader.result import JobState, Status
 
+
+
+class Engine(Protocol):
+    """What grades the service's uploads (the interface above): Embedded or Queued."""
+
+    def submit(self, data: bytes, name: str, *, exercise: str, time_limit: float | None = None) -> str:
+        """A job id for the upload, graded in the background; EngineBusy when no more fit."""
+
+    def state(self, job: str) -> str:
+        """Where the job is (a JobState's value)."""
+
+    def result(self, job: str, *, timeout: float | None = None) -> dict:
+        """The native result JSON; TimeoutError after `timeout` seconds."""
+
+    def close(self) -> None:
+        """Stop grading."""
 
 
 class EngineBusy(GraderError):
