@@ -229,11 +229,16 @@ def breaks_with(module, dim: int, dtype: str, T: int) -> StudentCodeError | None
     return None
 
 
+def _probe_weights(dim: int, heads: int, dtype: str) -> dict:
+    """The grader's weights for the probes of one shape, rounded to dtype and held in float64."""
+    weights = reference.random_weights(dim, seed=777 + dim + heads)
+    return {k: v.to(DTYPES[dtype]).double() for k, v in weights.items()}
+
+
 def _observe(student, found: Diagnosis, dim: int, heads: int, dtype: str) -> list[Observed]:
     """The outputs of a module with the grader's weights on the probes of one shape. Long sequences
     run on their own: a module built for a fixed maximum length still shows its short outputs."""
-    weights = reference.random_weights(dim, seed=777 + dim + heads)
-    weights = {k: v.to(DTYPES[dtype]).double() for k, v in weights.items()}
+    weights = _probe_weights(dim, heads, dtype)
     module = student.new(dim, heads, dtype=dtype, params={k: v.to(DTYPES[dtype]) for k, v in weights.items()})
     cases = probes(dim, heads, dtype)
     short = [p for p in cases if not p.long]
@@ -521,14 +526,15 @@ def _exception(student, found: Diagnosis, err: StudentCodeError, dim: int, heads
     """What made the forward raise, told by what happens when it runs again (not by the message):
     it runs without autograd (an in-place change of a tensor autograd still needs, such as a view
     that split() returned), or with views that copy where a tensor's layout allows no view."""
+    params = {k: v.to(DTYPES[dtype]) for k, v in _probe_weights(dim, heads, dtype).items()}
+    short = [p.args for p in probes(dim, heads, dtype) if not p.long]
     for context, bug_id, variant, why in (
             ("no_grad", "breaks_autograd", "raises_with_autograd",
              "it runs under torch.no_grad(): an operation autograd cannot record, such as an in-place change of a view"),
             ("views_of_any_layout", "view_without_contiguous", None,
              "it runs when .view() may copy, as .reshape() does: a view of a transposed tensor")):
-        try:
-            student.new(dim, heads, dtype=dtype).map([p.args for p in probes(dim, heads, dtype) if not p.long],
-                                                     context=context)
+        try:   # the call that raised, the same weights and inputs, inside the context
+            student.new(dim, heads, dtype=dtype, params=params).map(short, context=context)
         except (StudentCodeError, WorkerFailure):
             continue
         found.add(bug_id, variant, f"your forward raised {err.describe()}; {why}")
