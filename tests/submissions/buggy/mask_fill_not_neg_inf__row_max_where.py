@@ -1,4 +1,5 @@
-# unknown: blocked scores are set to the row's largest score, so blocked keys get the most weight (no catalog model fills with the maximum)
+# bug: mask_fill_not_neg_inf
+# Blocked scores are set to the largest score of their row with torch.where: blocked keys get the most weight.
 import math
 
 import torch
