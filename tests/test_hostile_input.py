@@ -214,8 +214,10 @@ def test_platform_upload_with_a_link_out_of_it_is_rejected_unread(tmp_path):
 
 def test_grade_file_cannot_read_the_classmates_beside_it():
     """A folder of a class outside /tmp (which is hidden anyway): alice's solution and her result
-    lie next to the graded file, which tries to run the one and print the other."""
-    folder = Path(tempfile.mkdtemp(prefix=".classmates-", dir=ROOT))
+    lie next to the graded file, which tries to run the one and print the other. The folder is made
+    in the checkout's tests/, readable to a grade like the checkout's root, where the attack suite
+    (which may run meanwhile) does not watch for changes."""
+    folder = Path(tempfile.mkdtemp(prefix=".classmates-", dir=ROOT / "tests"))
     try:
         (folder / "alice.py").write_text(CORRECT)
         (folder / "results").mkdir()
