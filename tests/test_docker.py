@@ -41,9 +41,20 @@ def test_both_sandboxes_give_the_same_grade(grade_cached, path):
     assert boxed.exit_code == 0, boxed.terminal
     assert boxed.result["environment"]["sandbox"] == "docker"
     for key in ("status", "score", "max_score", "bugs", "message"):
-        assert boxed.result[key] == local.result[key], key
+        assert boxed.result[key] == local.result[key], f"{key}\n{explained(boxed)}"
     summary = lambda r: [(t["id"], t["status"], t["score"]) for t in r["tests"]]  # noqa: E731
-    assert summary(boxed.result) == summary(local.result)
+    assert summary(boxed.result) == summary(local.result), explained(boxed)
+
+
+def explained(graded) -> str:
+    """What a grade that differs said about itself: its notes, each test that did not pass with the
+    start of its feedback, and where its time went, so that a failure explains itself in CI's log."""
+    result = graded.result or {}
+    lines = [f"notes: {result.get('notes')}", f"duration_s: {result.get('duration_s')}"]
+    lines += [f"{t['id']}: {t['status']} {t['score']}/{t['max_score']}: {str(t.get('feedback', ''))[:300]}"
+              for t in result.get("tests", []) if t["status"] != "passed"]
+    lines += [f"phase {p.get('name')}: {p.get('start_s')}..{p.get('end_s')}" for p in result.get("phases", [])]
+    return "\n".join(lines)
 
 
 def test_no_network_inside_the_container(tmp_path):
@@ -66,7 +77,7 @@ except OSError:
     graded = grade(path, "--sandbox", "docker")
     server.close()
     assert graded.result["status"] == "graded", graded.result["message"]
-    assert graded.result["score"] == 100
+    assert graded.result["score"] == 100, explained(graded)
 
 
 @pytest.mark.parametrize("name,code,says", [
