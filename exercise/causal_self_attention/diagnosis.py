@@ -229,17 +229,17 @@ def breaks_with(module, dim: int, dtype: str, T: int) -> StudentCodeError | None
     return None
 
 
-def _probe_weights(dim: int, heads: int, dtype: str) -> dict:
-    """The grader's weights for the probes of one shape, rounded to dtype and held in float64."""
-    weights = reference.random_weights(dim, seed=777 + dim + heads)
-    return {k: v.to(DTYPES[dtype]).double() for k, v in weights.items()}
+def _probe_params(dim: int, heads: int, dtype: str) -> dict:
+    """The grader's weights for the probes of one shape, in dtype: what the student's module is loaded with."""
+    return {k: v.to(DTYPES[dtype]) for k, v in reference.random_weights(dim, seed=777 + dim + heads).items()}
 
 
 def _observe(student, found: Diagnosis, dim: int, heads: int, dtype: str) -> list[Observed]:
     """The outputs of a module with the grader's weights on the probes of one shape. Long sequences
     run on their own: a module built for a fixed maximum length still shows its short outputs."""
-    weights = _probe_weights(dim, heads, dtype)
-    module = student.new(dim, heads, dtype=dtype, params={k: v.to(DTYPES[dtype]) for k, v in weights.items()})
+    params = _probe_params(dim, heads, dtype)
+    weights = {k: v.double() for k, v in params.items()}  # the same values, for the reference's arithmetic
+    module = student.new(dim, heads, dtype=dtype, params=params)
     cases = probes(dim, heads, dtype)
     short = [p for p in cases if not p.long]
     if (dim, heads, dtype) == (DIM, HEADS, "float64"):
@@ -526,7 +526,7 @@ def _exception(student, found: Diagnosis, err: StudentCodeError, dim: int, heads
     """What made the forward raise, told by what happens when it runs again (not by the message):
     it runs without autograd (an in-place change of a tensor autograd still needs, such as a view
     that split() returned), or with views that copy where a tensor's layout allows no view."""
-    params = {k: v.to(DTYPES[dtype]) for k, v in _probe_weights(dim, heads, dtype).items()}
+    params = _probe_params(dim, heads, dtype)
     short = [p.args for p in probes(dim, heads, dtype) if not p.long]
     for context, bug_id, variant, why in (
             ("no_grad", "breaks_autograd", "raises_with_autograd",
