@@ -145,16 +145,14 @@ class Workers:
     def log(self, name: str) -> str:
         return (self.folder / f"{name}.log").read_text()
 
-    def grade_lines(self, name: str, count: int = 0) -> list[str]:
-        """The worker's "grade:" log lines. It writes one just after it stores the result, so a
-        client can hear a result a moment before its line is there: with `count`, wait (up to
-        15 s) until at least that many lines are written."""
-        deadline = time.monotonic() + 15
-        while True:
-            lines = [line for line in self.log(name).splitlines() if "grade: " in line]
-            if len(lines) >= count or time.monotonic() > deadline:
-                return lines
-            time.sleep(0.1)
+    def grade_lines(self, *names: str, count: int = 0) -> list[str]:
+        """The "grade:" log lines of the named workers. A worker writes one just after it stores
+        the result, so a client can hear a result a moment before its line is there: with
+        `count`, wait (up to 15 s) until at least that many lines are written."""
+        def lines() -> list[str]:
+            return [line for name in names for line in self.log(name).splitlines() if "grade: " in line]
+        until(lambda: len(lines()) >= count, 15, f"{count} grade line(s) in the log of worker(s) {', '.join(names)}")
+        return lines()
 
     def kill(self, name: str) -> None:
         try:
