@@ -4,10 +4,10 @@
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 
-# Two users: the harness runs as `grader`, the student's code as `student`. The student cannot read
+# The harness runs as `grader`; the student's code runs under a uid the entry point draws for each
+# container (sandbox/container.py), which no file of the image belongs to. The student cannot read
 # the exercises (tests, reference) nor reach the harness's report, which leaves through a pipe.
-RUN useradd --system --no-create-home --shell /usr/sbin/nologin --uid 990 grader \
- && useradd --system --no-create-home --shell /usr/sbin/nologin --uid 991 student
+RUN useradd --system --no-create-home --shell /usr/sbin/nologin --uid 990 grader
 
 COPY wheelhouse /tmp/wheelhouse
 RUN python3 -m venv /opt/venv \
@@ -25,5 +25,5 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1
 WORKDIR /work
 # Runs as root with only CAP_SETUID and CAP_SETGID (see sandbox/docker.py); it starts the zygote as
-# `student` and the harness as `grader`, then relays the harness's report to stdout.
+# the student's uid and the harness as `grader`, then relays the harness's report to stdout.
 ENTRYPOINT ["python3", "-P", "-m", "sandbox.container"]

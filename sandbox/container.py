@@ -1,6 +1,11 @@
-"""Grading inside the grader image, with its two users: the zygote and the student's workers run as
-`student`, the harness as `grader`, and this process (root, with CAP_SETUID/CAP_SETGID only in the
-Docker backend) holds the report.
+"""Grading inside the grader image: the harness runs as the image's `grader` user, the zygote and the
+student's workers as a uid drawn for this container alone (sandbox.confine.student_id), and this
+process (root, with CAP_SETUID/CAP_SETGID only in the Docker backend) holds the report.
+
+The student's uid is not the image's: containers without a user namespace share the host's uids,
+and the kernel counts RLIMIT_NPROC per uid across all of them. With one `student` uid in every
+container, the processes of a grade running beside (or of any host process with that uid) counted
+against this grade's limit, so that its workers could not start a thread and every test failed.
 
 Two ways in:
 - `python -m sandbox.container`, the image's entry point for the Docker backend: grades
@@ -10,7 +15,7 @@ Two ways in:
 
 Nothing the student's code writes can become the report: the harness writes it into a pipe that only
 it and this process hold. When the harness is done (or the wall clock runs out), every process of the
-student user is killed before the report is used.
+student's uid is killed before the report is used.
 """
 from __future__ import annotations
 
@@ -25,11 +30,12 @@ import tempfile
 import time
 
 from sandbox.backend import SCRIPT_NAME, ColdSlot, Job, RunResult
+from sandbox.confine import student_id
 from sandbox.launch import Launched, kill_group, run_harness
 from sandbox.limits import Limits
 from sandbox.zygote_client import zygote_command, zygote_env
 
-HARNESS_USER, STUDENT_USER = "grader", "student"
+HARNESS_USER = "grader"
 JOB = "/work/job.json"
 SCRATCH = "/tmp"
 IMAGE_MARKER = "/etc/attention-grader-image"   # written by the Dockerfile
@@ -38,7 +44,8 @@ IMAGE_MARKER = "/etc/attention-grader-image"   # written by the Dockerfile
 def run_job(job: dict, wall_s: float) -> RunResult:
     """Run the harness on `job` (its `submission` readable by both users): its report, or why none."""
     started = time.monotonic()
-    parent, _ = start_student_zygote()
+    uid = student_id()
+    parent, _ = start_student_zygote(uid)
     job = {**job, "zygote": {"fd": parent.fileno()}, "scratch": SCRATCH}
 
     def launch(write_fd: int) -> Launched:
@@ -57,17 +64,17 @@ def run_job(job: dict, wall_s: float) -> RunResult:
 
         def stop() -> int | None:
             code = kill_group(harness)
-            kill_user(STUDENT_USER)
+            kill_uid(uid)
             return code
         return Launched(stop=stop)
     return run_harness(launch, wall_s, started=started)
 
 
-def start_student_zygote(warm: tuple[str, ...] | None = None) -> tuple[socket.socket, subprocess.Popen]:
-    """A zygote running as the student user, and the socket that commands it."""
+def start_student_zygote(uid: int, warm: tuple[str, ...] | None = None) -> tuple[socket.socket, subprocess.Popen]:
+    """A zygote running as the student's `uid` (and the same gid), and the socket that commands it."""
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     process = subprocess.Popen(zygote_command(child.fileno(), warm),
-                               pass_fds=[child.fileno()], user=STUDENT_USER, group=STUDENT_USER,
+                               pass_fds=[child.fileno()], user=uid, group=uid,
                                extra_groups=[], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, cwd=SCRATCH, env=zygote_env(),
                                start_new_session=True)
@@ -83,12 +90,14 @@ def become(user: str) -> None:
     os.setuid(entry.pw_uid)
 
 
-def kill_user(name: str) -> None:
-    """SIGKILL every process of user `name`: whatever the student's code left running, daemons too."""
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process of `uid`: whatever the student's code left running, daemons too."""
     pid = os.fork()
     if pid == 0:
         try:
-            become(name)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
             os.kill(-1, signal.SIGKILL)  # every process this uid may signal, except this one
         finally:
             os._exit(0)
@@ -105,7 +114,7 @@ class ImageSandbox:
         """Offered only inside the image, where it always runs."""
 
     def weaknesses(self, *, serving: bool = False) -> list[str]:
-        """None: the image's two users and the container's limits are the boundary."""
+        """None: the image's users and the container's limits are the boundary."""
         return []
 
     def warm(self, prepare: list[dict]) -> ColdSlot:

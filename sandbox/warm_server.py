@@ -11,8 +11,8 @@ What a submission gets is what a cold grade gives it:
   forking is safe, and nothing one grade does to the harness's modules reaches the next);
 - workers forked from the slot's zygote, confined as in a cold grade.
 After each submission the harness's process group is killed and the zygote kills every process it can
-signal but itself: it is PID 1 of its own PID namespace (local) or the only process of the `student`
-user that must live (image). It also removes the System V IPC objects and (image) the student's files,
+signal but itself: it is PID 1 of its own PID namespace (local) or the only process of the student's
+uid, drawn for this container, that must live (image). It also removes the System V IPC objects and (image) the student's files,
 and checks that no worker changed its own limits, priority, CPU affinity or scheduling (sandbox.reset).
 Only when it confirms all of that, this server sees no process of the submission left, and the scratch
 folder is gone, does the server take the next submission; otherwise it says so and exits, and the caller
@@ -62,18 +62,12 @@ class Server:
     def start(self) -> None:
         from sandbox.confine import landlock_abi
         from sandbox.zygote_client import Zygote
-        if self.image:  # started as root: the zygote as `student`, then this server becomes `grader`
-            import pwd
-
-            from sandbox.container import (
-                HARNESS_USER,
-                STUDENT_USER,
-                become,
-                start_student_zygote,
-            )
-            control, process = start_student_zygote(warm=self._warm_ups())
+        if self.image:  # started as root: the zygote as the student's uid, then this server becomes `grader`
+            from sandbox.confine import student_id
+            from sandbox.container import HARNESS_USER, become, start_student_zygote
+            self.student_uid = student_id()  # this container's alone (see sandbox.container)
+            control, process = start_student_zygote(self.student_uid, warm=self._warm_ups())
             self.zygote = zygote = Zygote(control, process, [])
-            self.student_uid = pwd.getpwnam(STUDENT_USER).pw_uid
             become(HARNESS_USER)
             os.environ["HOME"] = tempfile.gettempdir()
         else:

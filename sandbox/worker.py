@@ -328,7 +328,10 @@ def _preload_in_background(names) -> None:
             except Exception:  # only an optimisation
                 pass
     if names:
-        threading.Thread(target=load, daemon=True).start()
+        try:
+            threading.Thread(target=load, daemon=True).start()
+        except RuntimeError:  # no thread to be had (the process limit): the first probe imports them
+            pass
 
 
 def serve(req_fd: int, resp_fd: int, path: str, spec: Entry, *, tally_fd: int | None = None,

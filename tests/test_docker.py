@@ -14,7 +14,7 @@ import time
 import docker
 import pytest
 
-from tests.support.grading import EXAMPLES, KERNEL_LAYER, SUBMISSIONS, grade, own_label
+from tests.support.grading import EXAMPLES, KERNEL_LAYER, OWNER, SUBMISSIONS, grade, own_label
 
 pytestmark = pytest.mark.docker
 CORRECT = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
@@ -97,6 +97,55 @@ def test_limits_hold_and_say_which_limit_was_hit(tmp_path, name, code, says):
     assert result["status"] == "graded" and result["score"] <= 5
     assert any(says in t["feedback"] for t in result["tests"]), [t["feedback"] for t in result["tests"]][:3]
     assert leftovers() == []
+
+
+def test_a_grade_beside_another_keeps_its_own_process_limit(tmp_path):
+    """The kernel counts processes per uid across containers. One grade holds all the processes
+    its limit lets it start; a correct solution that starts a few threads, graded meanwhile in
+    another container, still gets full marks (with one student uid in every container, its
+    workers could start no thread and every test failed)."""
+    holder = tmp_path / "holder.py"
+    holder.write_text(CORRECT + """
+import os as _os, time as _time
+for _ in range(300):
+    try:
+        _pid = _os.fork()
+    except OSError:
+        break
+    if _pid == 0:
+        _os.setsid()
+        _time.sleep(60)
+        _os._exit(0)
+_time.sleep(12)
+""")
+    victim = tmp_path / "threads.py"
+    victim.write_text(CORRECT + """
+import threading as _threading
+_threads = [_threading.Thread(target=sum, args=([1, 2],)) for _ in range(8)]
+for _thread in _threads:
+    _thread.start()
+for _thread in _threads:
+    _thread.join()
+""")
+    owner = {"GRADER_OWNER": f"{OWNER}-holder"}
+    argv = [sys.executable, "-m", "grader", str(holder), "--sandbox", "docker", "--quiet"]
+    holding = subprocess.Popen(argv, env={**os.environ, **KERNEL_LAYER, **owner},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client, deadline = docker.from_env(), time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the holder's container runs its processes
+            mine = client.containers.list(filters={"label": f"attention-grader.owner={owner['GRADER_OWNER']}"})
+            if any(len(c.top()["Processes"] or ()) >= 60 for c in mine if c.status == "running"):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the holder's container never ran 60 processes")
+        graded = grade(victim, "--sandbox", "docker")
+        assert holding.poll() is None, "the holder finished before the other grade did: the test proves nothing"
+    finally:
+        holding.wait(timeout=120)
+    assert graded.result["status"] == "graded", graded.terminal
+    assert graded.result["score"] == 100, explained(graded)
 
 
 def test_student_cannot_read_the_tests_or_the_reference(tmp_path):
