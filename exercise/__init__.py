@@ -12,7 +12,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.contract import Entry, HarnessJob
+from sandbox.contract import BugInfo, Entry, HarnessJob
 from sandbox.errors import GraderError
 from sandbox.limits import Limits
 
@@ -48,6 +48,20 @@ class Exercise:
         for the grade's draws (grader.keys.grade_seed)."""
         return HarnessJob(exercise=self.name, version=self.version, tests=self.tests_package, entry=self.entry,
                           limits=limits or self.limits, line_map=tuple(line_map), hidden=tuple(hidden), seed=seed)
+
+    @property
+    def catalog(self) -> dict[str, BugInfo]:
+        """Every mistake this exercise's diagnosis can name: its package's `catalog.CATALOG` (none
+        for an exercise without a catalog module), found through the package however it was
+        installed."""
+        name = f"{self.package}.catalog"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name:
+                raise
+            return {}
+        return dict(module.CATALOG)
 
     @property
     def statement(self) -> Path:

@@ -31,7 +31,6 @@ import dataclasses
 import datetime
 import functools
 import hashlib
-import importlib
 import json
 import math
 import re
@@ -410,10 +409,6 @@ def _groups_in(tests_dir: Path) -> tuple[tuple[str, GroupInfo], ...]:
     return tuple(groups.items())
 
 
-def advice_findings(exercise) -> tuple[str, ...]:
+def advice_findings(exercise: exercises.Exercise) -> tuple[str, ...]:
     """The ids of the exercise's findings that are advice by default (its catalog's `advice`)."""
-    try:
-        catalog = importlib.import_module(f"exercise.{exercise.directory.name}.catalog").CATALOG
-    except (ImportError, AttributeError):
-        return ()
-    return tuple(sorted(bug_id for bug_id, info in catalog.items() if getattr(info, "advice", False)))
+    return tuple(sorted(bug_id for bug_id, info in exercise.catalog.items() if info.advice))

@@ -159,6 +159,23 @@ WARM_RESET_TIMEOUT_S = 30.0   # the clean-up after a submission; longer, and the
 
 
 @dataclass(frozen=True)
+class BugInfo:
+    """One mistake of an exercise's bug catalog, in words a student understands: `affects` names the
+    test groups (test function names) whose points it costs; an `advice` entry costs no points
+    unless an instructor gives it a weight."""
+    title: str
+    explanation: str
+    fix: str
+    affects: tuple[str, ...]
+    advice: bool = False
+
+    def finding(self, bug_id: str, variant: str | None, evidence: str) -> dict[str, Any]:
+        """The report's entry for this mistake, found in one submission with this evidence."""
+        return {"id": bug_id, "variant": variant, "title": self.title, "explanation": self.explanation,
+                "fix": self.fix, "evidence": evidence, "affects": list(self.affects), "advice": self.advice}
+
+
+@dataclass(frozen=True)
 class ZygoteHandoff:
     """A zygote someone else started and hands to the harness: its control socket's descriptor,
     whether its ready message was taken, its notes, and whether a pids cgroup caps it."""

@@ -46,8 +46,7 @@ class Diagnosis:
 
     def add(self, bug_id: str, variant: str | None, evidence: str) -> None:
         if bug_id not in self.ids():
-            self.findings.append({"id": bug_id, "variant": variant, **CATALOG[bug_id], "evidence": evidence,
-                                  "affects": list(CATALOG[bug_id]["affects"]), "advice": False})
+            self.findings.append(CATALOG[bug_id].finding(bug_id, variant, evidence))
 
 
 def diagnose(student) -> Diagnosis:

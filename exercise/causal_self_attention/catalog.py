@@ -1,27 +1,15 @@
-"""The bug catalog: every mistake the diagnosis can name, in words a student understands.
-
-Plain data (no torch), so the host can read it too. `affects` names the test groups (test function
-names) whose points the mistake costs; an `advice` entry costs no points unless an instructor
-gives it a weight.
+"""The bug catalog: every mistake the diagnosis can name, in words a student understands
+(sandbox.contract.BugInfo). Plain data (no torch), so the host can read it too (Exercise.catalog).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from sandbox.contract import BugInfo
 
 OUTPUT = ("test_equal_scores_average_the_past", "test_matches_multihead_attention",
           "test_padding_matches_multihead_attention")
 LEAK = ("test_autograd_sees_no_future", "test_changing_later_inputs_changes_no_earlier_output")
 PADDING = ("test_padding_matches_multihead_attention", "test_all_true_mask_equals_no_mask",
            "test_padded_inputs_do_not_reach_real_positions")
-
-
-@dataclass(frozen=True)
-class BugInfo:
-    title: str
-    explanation: str
-    fix: str
-    affects: tuple[str, ...] = OUTPUT
-    advice: bool = False
 
 
 CATALOG: dict[str, BugInfo] = {

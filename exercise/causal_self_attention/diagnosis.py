@@ -39,10 +39,7 @@ class Finding:
     evidence: str
 
     def to_report(self) -> dict:
-        info = CATALOG[self.id]
-        return {"id": self.id, "variant": self.variant, "title": info.title,
-                "explanation": info.explanation, "fix": info.fix, "evidence": self.evidence,
-                "affects": list(info.affects), "advice": info.advice}
+        return CATALOG[self.id].finding(self.id, self.variant, self.evidence)
 
 
 @dataclass
