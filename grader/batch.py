@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import exercise as exercises
-from grader import classpage, classreport, feedback_pages, formats, grading, keys, reportparts, similarity, term, text
+from grader import classpage, classreport, feedback_pages, formats, grading, keys, instructor_sections, similarity, term, text
 from grader import clusters as behaviours
 from grader import submission as submissions
 from grader.course import time_limit
@@ -48,7 +48,7 @@ INDEX_SCHEMA = 1
 
 
 @dataclass(frozen=True)
-class Unit:
+class Handin:
     """One student's submission: the file to grade, or why there is none to pick."""
     key: str                     # its name in the batch folder: a file name, or a folder name
     path: Path | None            # the file to grade
@@ -59,56 +59,56 @@ class Unit:
     def sha256(self) -> str:
         return hashlib.sha256(self.content).hexdigest()
 
-    def grading_key(self, setting: str) -> str:
-        """The hash of what is graded and of `setting` (grader.keys)."""
-        return keys.grading_key(self.content, setting, self.rejection)
+    def grading_key(self, fingerprint: str) -> str:
+        """The hash of what is graded and of a run's or a score's `fingerprint` (grader.keys)."""
+        return keys.grading_key(self.content, fingerprint, self.rejection)
 
 
-def discover(folder: Path, exercise: str) -> list[Unit]:
+def discover(folder: Path, exercise: str) -> list[Handin]:
     """The submissions in `folder`, by name; hidden entries and __pycache__ are skipped. Whatever
     an entry is (a link, a huge or unreadable file, a folder nested too deep, a name that is not
-    UTF-8), it is that submission's unit, never the end of the batch."""
-    units = []
+    UTF-8), it is that submission's handin, never the end of the batch."""
+    handins = []
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         if entry.name.startswith((".", "__")):
             continue
         try:
-            unit = _unit(folder / entry.name, entry, exercise)
+            handin = _handin(folder / entry.name, entry, exercise)
         except Exception as err:  # noqa: BLE001  (one entry, however broken, costs only its own row)
-            unit = Unit(entry.name, None, f"{entry.name} cannot be read: {type(err).__name__}")
-        if unit is not None:
-            units.append(unit)
-    return units
+            handin = Handin(entry.name, None, f"{entry.name} cannot be read: {type(err).__name__}")
+        if handin is not None:
+            handins.append(handin)
+    return handins
 
 
-def _unit(path: Path, entry: os.DirEntry, exercise: str) -> Unit | None:
-    """The unit of one entry of the batch folder; None for a file that is no submission (notes, data)."""
+def _handin(path: Path, entry: os.DirEntry, exercise: str) -> Handin | None:
+    """The handin of one entry of the batch folder; None for a file that is no submission (notes, data)."""
     if entry.is_symlink():  # never followed: it may point at a classmate's file or anywhere else
         if path.suffix not in grading.SUBMISSION_SUFFIXES and not path.is_dir():
             return None
-        return Unit(entry.name, None, f"{entry.name} is a link, not a file: upload the file itself")
+        return Handin(entry.name, None, f"{entry.name} is a link, not a file: upload the file itself")
     if entry.is_dir(follow_symlinks=False):
         try:
             found = grading.find_submission(path, exercise=exercise)
-            return Unit(entry.name, found, content=submissions.read_bytes(found))
+            return Handin(entry.name, found, content=submissions.read_bytes(found))
         except SubmissionRejected as rejected:
             try:
                 listing = "\n".join(sorted(str(p.relative_to(path)) for p in grading.upload_files(path)))
             except SubmissionRejected:
                 listing = ""
-            return Unit(entry.name, None, rejected.message, listing.encode(errors="surrogateescape"))
+            return Handin(entry.name, None, rejected.message, listing.encode(errors="surrogateescape"))
     if path.suffix not in grading.SUBMISSION_SUFFIXES:
         return None
     try:
-        return Unit(entry.name, path, content=submissions.read_bytes(path))
+        return Handin(entry.name, path, content=submissions.read_bytes(path))
     except SubmissionRejected as rejected:
-        return Unit(entry.name, None, rejected.message)
+        return Handin(entry.name, None, rejected.message)
 
 
 @dataclass
 class Outcome:
     """How a batch run went: what it graded now, what it kept from before, and whether it was cut short."""
-    units: list[Unit]
+    handins: list[Handin]
     graded_now: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     rescored: list[str] = field(default_factory=list)   # scored again from stored runs, no sandbox
@@ -154,8 +154,8 @@ class Batch:
         self.jobs, self.warm, self.force, self.wall_s = max(1, jobs), warm, force, wall_s
         self.fingerprint = exercises.get(exercise).fingerprint()
         # What the sandbox ran: another one regrades; what only scores: another one rescores.
-        self.run_setting = keys.run_setting(exercise, sandbox, wall_s)
-        self.setting = keys.score_setting(self.run_setting, course)
+        self.run_fingerprint = keys.run_fingerprint(exercise, sandbox, wall_s)
+        self.score_fingerprint = keys.score_fingerprint(self.run_fingerprint, course)
         self.results_dir = out / "results"
         self.index_path = out / "index.json"
         self._lock = threading.Lock()
@@ -164,24 +164,24 @@ class Batch:
 
     # --- planning ---------------------------------------------------------------------------
 
-    def plan(self, units: list[Unit]) -> tuple[list[Unit], dict, list[Unit]]:
+    def plan(self, handins: list[Handin]) -> tuple[list[Handin], dict, list[Handin]]:
         """Of the submissions, those to grade now; the index of what was graded before; and
         those whose stored run only needs scoring again (the course's weights changed)."""
         index = self._load_index()
-        stale = [u for u in units if self.force or not self._is_current(u, index.get(u.key))]
+        stale = [u for u in handins if self.force or not self._is_current(u, index.get(u.key))]
         rescore = [u for u in stale if not self.force and self._has_run(u, index.get(u.key))]
         return [u for u in stale if u not in rescore], index, rescore
 
-    def _is_current(self, unit: Unit, entry: dict | None) -> bool:
+    def _is_current(self, handin: Handin, entry: dict | None) -> bool:
         if not entry:
             return False
-        return entry.get("key") == unit.grading_key(self.setting) \
+        return entry.get("key") == handin.grading_key(self.score_fingerprint) \
             and entry.get("status") != Status.ERROR.value and (self.out / entry.get("result_file", "")).is_file()
 
-    def _has_run(self, unit: Unit, entry: dict | None) -> bool:
+    def _has_run(self, handin: Handin, entry: dict | None) -> bool:
         if not entry:
             return False
-        return entry.get("run_key") == unit.grading_key(self.run_setting) \
+        return entry.get("run_key") == handin.grading_key(self.run_fingerprint) \
             and entry.get("status") != Status.ERROR.value and (self.out / entry.get("run_file", "")).is_file()
 
     def _load_index(self) -> dict:
@@ -211,11 +211,11 @@ class Batch:
 
     # --- running ----------------------------------------------------------------------------
 
-    def run(self, units: list[Unit] | None = None, on_start: Callable[[int, int], None] = lambda total, kept: None,
+    def run(self, handins: list[Handin] | None = None, on_start: Callable[[int, int], None] = lambda total, kept: None,
             on_done: Callable[[str, GradeResult], None] = lambda key, result: None) -> Outcome:
-        """Grade what needs grading among `units` (by default, what discover() finds); on
+        """Grade what needs grading among `handins` (by default, what discover() finds); on
         KeyboardInterrupt, stop and keep what was recorded."""
-        units = discover(self.folder, self.exercise) if units is None else units
+        handins = discover(self.folder, self.exercise) if handins is None else handins
         started = time.monotonic()
         self.out.mkdir(mode=0o700, parents=True, exist_ok=True)  # new: the grader's alone (no grade's uid reads it)
         with open(self.out / ".lock", "w") as lock:
@@ -224,30 +224,30 @@ class Batch:
             except BlockingIOError as err:
                 raise BatchBusy(f"another `grade batch` is writing to {self.out}; wait for it or use "
                                 "another --out") from err
-            outcome = self._run_locked(units, on_start, on_done)
+            outcome = self._run_locked(handins, on_start, on_done)
             self._write_reports(outcome)
         outcome.duration_s = time.monotonic() - started
         return outcome
 
-    def _run_locked(self, units: list[Unit], on_start, on_done) -> Outcome:
-        todo, index, rescore = self.plan(units)
+    def _run_locked(self, handins: list[Handin], on_start, on_done) -> Outcome:
+        todo, index, rescore = self.plan(handins)
         self.results_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         rescored = []
-        for unit in rescore:
-            result = self._rescore(unit, index[unit.key])
+        for handin in rescore:
+            result = self._rescore(handin, index[handin.key])
             if result is None:
-                todo.append(unit)  # its stored run cannot be read: graded again
+                todo.append(handin)  # its stored run cannot be read: graded again
             else:
-                self._record(unit, result, index, run_kept=True)
-                rescored.append(unit.key)
+                self._record(handin, result, index, run_kept=True)
+                rescored.append(handin.key)
         changed = {u.key for u in todo} | set(rescored)
-        outcome = Outcome(units, kept=[u.key for u in units if u.key not in changed], rescored=rescored,
+        outcome = Outcome(handins, kept=[u.key for u in handins if u.key not in changed], rescored=rescored,
                           rescore_s=time.monotonic() - started)
         on_start(len(todo), len(outcome.kept))
         pending: queue.Queue = queue.Queue()
-        for unit in todo:
-            pending.put(unit)
+        for handin in todo:
+            pending.put(handin)
         if self.queue:  # imported only here: a batch without a queue needs neither Celery nor Redis
             from grader.queue import QueuePool
             pool: Grader = QueuePool(self.queue, todo, exercise=self.exercise, sandbox=self.sandbox,
@@ -273,74 +273,74 @@ class Batch:
         finally:
             pool.close()
             outcome.sandbox_starts = pool.starts
-        outcome.rows = self._rows(units, self._load_index())
+        outcome.rows = self._rows(handins, self._load_index())
         return outcome
 
     def _slot(self, pending: queue.Queue, index: dict, outcome: Outcome, on_done) -> None:
         while not self._stop.is_set():
             try:
-                unit = pending.get_nowait()
+                handin = pending.get_nowait()
             except queue.Empty:
                 return
             try:
-                result = self._grade(unit)
+                result = self._grade(handin)
             except PoolClosed:
                 return
             if self._stop.is_set():
                 return  # interrupted mid-grade: this result is not trusted, and not recorded
             try:
                 try:
-                    self._record(unit, result, index)
+                    self._record(handin, result, index)
                 except (ValueError, TypeError) as err:  # a grader bug: that submission's error, not the slot's end
-                    result = grading.error_result(self.folder / unit.key, f"internal error: the result could not "
+                    result = grading.error_result(self.folder / handin.key, f"internal error: the result could not "
                                                   f"be recorded ({type(err).__name__})", exercise=self.exercise,
                                                   sandbox=self.sandbox)
-                    self._record(unit, result, index)
+                    self._record(handin, result, index)
             except OSError as err:  # the output folder broke (disk full, removed): stop, keep the rest
                 outcome.failure = f"cannot record a result in {self.out}: {err.strerror or err}"
                 self._stop.set()
                 return
-            outcome.graded_now.append(unit.key)
-            on_done(unit.key, result)
+            outcome.graded_now.append(handin.key)
+            on_done(handin.key, result)
 
-    def _grade(self, unit: Unit) -> GradeResult:
-        """The unit's result; whatever goes wrong becomes a result of status error."""
-        if unit.path is None:
-            return grading.rejected_result(self.folder / unit.key, unit.rejection, exercise=self.exercise,
+    def _grade(self, handin: Handin) -> GradeResult:
+        """The handin's result; whatever goes wrong becomes a result of status error."""
+        if handin.path is None:
+            return grading.rejected_result(self.folder / handin.key, handin.rejection, exercise=self.exercise,
                                            sandbox=self.sandbox, course=self.course)
         assert self._pool is not None  # run() made it before any slot started
         try:
-            return self._pool.grade(unit.path, exercise=self.exercise, wall_s=self.wall_s, course=self.course,
-                                    data=unit.content)
+            return self._pool.grade(handin.path, exercise=self.exercise, wall_s=self.wall_s, course=self.course,
+                                    data=handin.content)
         except PoolClosed:
             raise
         except Exception as err:  # noqa: BLE001  (a grader bug costs this submission its grade, not the batch)
-            return grading.error_result(unit.path, f"internal error: {type(err).__name__}: {err}",
+            return grading.error_result(handin.path, f"internal error: {type(err).__name__}: {err}",
                                         exercise=self.exercise, sandbox=self.sandbox, course=self.course)
 
-    def _rescore(self, unit: Unit, entry: dict) -> GradeResult | None:
-        """The unit's result scored again from its stored run, under this batch's course; None
+    def _rescore(self, handin: Handin, entry: dict) -> GradeResult | None:
+        """The handin's result scored again from its stored run, under this batch's course; None
         when the run cannot be used (then it is graded again)."""
         try:
             run = json.loads((self.out / entry["run_file"]).read_text())
             if "rejected" in run:  # rejected before any sandbox ran
-                return grading.rejected_result(self.folder / unit.key, str(run["rejected"]), exercise=self.exercise,
+                return grading.rejected_result(self.folder / handin.key, str(run["rejected"]), exercise=self.exercise,
                                                sandbox=self.sandbox, course=self.course)
-            if unit.path is None:  # nothing left to score again: graded (rejected) afresh
+            if handin.path is None:  # nothing left to score again: graded (rejected) afresh
                 return None
-            return grading.rescore(unit.path, run["report"], exercise=self.exercise, sandbox=self.sandbox,
+            return grading.rescore(handin.path, run["report"], exercise=self.exercise, sandbox=self.sandbox,
                                    duration_s=float(run.get("duration_s") or 0), course=self.course,
-                                   submission=submissions.read(unit.path, compiles=False, data=unit.content))
+                                   submission=submissions.read(handin.path, compiles=False, data=handin.content))
         except (OSError, ValueError, KeyError, TypeError, SubmissionRejected):  # ReportError is a ValueError
             return None
 
-    def _record(self, unit: Unit, result: GradeResult, index: dict, run_kept: bool = False) -> None:
+    def _record(self, handin: Handin, result: GradeResult, index: dict, run_kept: bool = False) -> None:
         """Write the result, its run (unless `run_kept`: rescored from it) and its page, then the
         index that points to them: an interrupt never leaves an index entry without its files."""
-        base = _safe_name(unit.key)
+        base = _safe_name(handin.key)
         name = f"results/{base}.json"
         classreport.write_atomic(self.out / name, formats.dumps(formats.to_format(result, "native")) + "\n")
-        entry = {"key": unit.grading_key(self.setting), "result_file": name, "status": result.status.value,
+        entry = {"key": handin.grading_key(self.score_fingerprint), "result_file": name, "status": result.status.value,
                  "graded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         run = ({"report": result.report, "duration_s": result.duration_s} if result.report is not None else
                {"rejected": result.message} if result.status is Status.REJECTED else None)
@@ -348,33 +348,33 @@ class Batch:
             if not run_kept:
                 (self.out / "runs").mkdir(exist_ok=True)
                 classreport.write_atomic(self.out / f"runs/{base}.json", json.dumps(run) + "\n")
-            entry.update(run_key=unit.grading_key(self.run_setting), run_file=f"runs/{base}.json")
+            entry.update(run_key=handin.grading_key(self.run_fingerprint), run_file=f"runs/{base}.json")
         (self.out / "pages").mkdir(exist_ok=True)
         feedback_pages.write_page(result, self.out / f"pages/{base}.html", released=self.released)
         entry["page_file"] = f"pages/{base}.html"
         with self._lock:
-            index[unit.key] = entry
+            index[handin.key] = entry
             document = {"schema": INDEX_SCHEMA, "exercise": self.exercise, "fingerprint": self.fingerprint,
                         "submissions": dict(sorted(index.items()))}
             classreport.write_atomic(self.index_path, json.dumps(document, indent=1) + "\n")
 
     # --- reporting --------------------------------------------------------------------------
 
-    def _rows(self, units: list[Unit], index: dict) -> list[classreport.Row]:
+    def _rows(self, handins: list[Handin], index: dict) -> list[classreport.Row]:
         """A row for every submission now in the folder whose result was recorded under its current
         key: a submission changed since its last grade has no row until it is graded again."""
         rows = []
-        shown = text.names(u.key for u in units)  # names that read alike are told apart
-        for unit in units:
-            entry = index.get(unit.key)
-            if not entry or entry.get("key") != unit.grading_key(self.setting):
+        shown = text.names(u.key for u in handins)  # names that read alike are told apart
+        for handin in handins:
+            entry = index.get(handin.key)
+            if not entry or entry.get("key") != handin.grading_key(self.score_fingerprint):
                 continue
             try:
                 result = json.loads((self.out / entry["result_file"]).read_text())
             except (OSError, ValueError, KeyError):
                 continue
             rows.append(classreport.Row(
-                submission=shown[unit.key], key=unit.key, status=str(result.get("status")), score=result.get("score"),
+                submission=shown[handin.key], key=handin.key, status=str(result.get("status")), score=result.get("score"),
                 max_score=float(result.get("max_score") or 0), duration_s=float(result.get("duration_s") or 0),
                 bug_ids=tuple(b.get("id", "") for b in result.get("bugs") or () if isinstance(b, dict)),
                 result=result, result_file=entry["result_file"], page_file=entry.get("page_file", "")))
@@ -404,7 +404,7 @@ class Batch:
         late = self.course.late if self.course is not None else None
         if late is None and self.adjustments is None:
             return None
-        paths = {u.key: u.path for u in outcome.units}
+        paths = {u.key: u.path for u in outcome.handins}
         chosen = self.adjustments.by_student if self.adjustments is not None else {}
         return {row.key: term.standing(None if row.status == Status.ERROR.value else row.score, row.max_score,
                                        submitted=term.submitted_at(self.folder / row.key, paths.get(row.key)),
@@ -432,20 +432,20 @@ class Batch:
                                                                    assignment=f"{self.exercise} (final)",
                                                                    groups=list(groups)))
 
-    def _class_code(self, outcome: Outcome) -> reportparts.ClassCode:
+    def _class_code(self, outcome: Outcome) -> instructor_sections.ClassCode:
         """The graded submissions' code, by shown name, and which have full marks: what the
         clusters of the report are read against."""
         graded = {row.key: row.submission for row in outcome.rows if row.status == Status.GRADED.value}
         full = tuple(r.submission for r in outcome.rows if r.status == Status.GRADED.value
                      and r.score is not None and r.score >= r.max_score - 1e-9)
-        return reportparts.ClassCode({graded[u.key]: reportparts.source_text(_script(u))
-                                      for u in outcome.units if u.path is not None and u.key in graded}, full)
+        return instructor_sections.ClassCode({graded[u.key]: instructor_sections.source_text(_script(u))
+                                      for u in outcome.handins if u.path is not None and u.key in graded}, full)
 
     def _similar(self, outcome: Outcome, graded: dict[str, str]) -> similarity.Findings:
         """Pairs of graded submissions much alike, with each other, with an earlier term's
         (`compare_with`, not graded) and with the exercise's known sources."""
         files = [similarity.File(graded[u.key], _script(u), u.sha256)
-                 for u in outcome.units if u.path is not None and u.key in graded]
+                 for u in outcome.handins if u.path is not None and u.key in graded]
         if self.compare_with is not None:
             earlier = [u for u in discover(self.compare_with, self.exercise) if u.path is not None]
             shown = text.names(f"{self.compare_with.name}/{u.key}" for u in earlier)
@@ -475,12 +475,12 @@ def _has_term(page: Path) -> bool:
         return False
 
 
-def _script(unit: Unit) -> bytes:
+def _script(handin: Handin) -> bytes:
     """The Python of a submission (a notebook's code cells), for comparing classmates' code."""
-    if unit.path is None:
+    if handin.path is None:
         return b""
     try:
-        return submissions.read(unit.path, compiles=False, data=unit.content).script
+        return submissions.read(handin.path, compiles=False, data=handin.content).script
     except SubmissionRejected:
         return b""
 

@@ -20,7 +20,7 @@ from grader.classreport import (
     write_atomic,
 )
 from grader.render import WITHHELD
-from grader.reportparts import _anchor, _e, _link, cluster_anchor, clusters_section, similar_section
+from grader.instructor_sections import _anchor, _e, _link, cluster_anchor, clusters_section, similar_section
 from grader.result import is_course_bug
 
 
@@ -73,7 +73,7 @@ def render_html(summary: ClassSummary, rows: list[Row], *, title: str, similar=(
     `similar`: grader.similarity.Pair of submissions much alike; `clusters`: grader.clusters.Cluster;
     `released`: the visibilities the students' pages show (grader.course); `code`: the submissions'
     code by shown name, with the class's full-marks code for the clusters to be read against
-    (grader.reportparts.ClassCode); `standings`: grader.term.Standing by row key, the term's
+    (grader.instructor_sections.ClassCode); `standings`: grader.term.Standing by row key, the term's
     columns of the submissions' table (the summary's statistics say whether they are final scores)."""
     body = [f"<h1>{_e(title)}</h1>"]
     if not rows:

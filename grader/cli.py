@@ -301,14 +301,14 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     if compare_with is not None and compare_with.resolve() == folder.resolve():
         raise BadInput(f"--compare-with {compare_with} is the folder being graded: give an earlier term's folder")
     course = _course(course_file, exercise_name)
-    units = batches.discover(folder, exercise_name)
-    if not units:
+    handins = batches.discover(folder, exercise_name)
+    if not handins:
         raise click.ClickException(f"no submissions in {folder}: it has no .py or .ipynb file and no sub-folder")
     adjustments = None
     if adjustments_file is not None:
         from grader import term
         try:
-            adjustments = term.load_adjustments(adjustments_file, [u.key for u in units])
+            adjustments = term.load_adjustments(adjustments_file, [u.key for u in handins])
         except term.AdjustmentsError as err:
             raise BadInput(f"--adjustments {err}") from err
     job = batches.Batch(folder, out, exercise=exercise_name, sandbox=sandbox, jobs=jobs, warm=not cold,
@@ -339,7 +339,7 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
 
     try:
         with progress:
-            outcome = job.run(units, on_start=started, on_done=done)
+            outcome = job.run(handins, on_start=started, on_done=done)
     except (batches.BatchBusy, *unreachable) as err:
         raise click.ClickException(str(err)) from err
     except OSError as err:
@@ -361,7 +361,7 @@ def grade_batch(folder: Path, out: Path, jobs: int, sandbox: str, exercise_name:
     console.print(f"wrote {out / 'gradebook.csv'}{lms} and {out / 'report.html'}", soft_wrap=True)
     if outcome.similar is not None:
         _similar_notice(outcome.similar, out, console)
-    missing = len(outcome.units) - len(outcome.rows)  # no result under the current key
+    missing = len(outcome.handins) - len(outcome.rows)  # no result under the current key
     if outcome.interrupted:
         console.print(f"[yellow]interrupted[/]: {missing} submission(s) not graded yet; run the same command again "
                       "to grade only those")

@@ -20,29 +20,29 @@ from grader import __version__
 from grader.course import time_limit
 
 
-def run_setting(exercise: str, sandbox: str, wall_s: float | None) -> str:
+def run_fingerprint(exercise: str, sandbox: str, wall_s: float | None) -> str:
     """Everything but the file that changes what the sandbox runs (the exercise's own time limit,
     given or not, is one run)."""
     return json.dumps([exercises.get(exercise).fingerprint(), __version__, sandbox, time_limit(exercise, wall_s)])
 
 
-def score_setting(run: str, course=None) -> str:
-    """The run's setting and the course values that change only the score."""
+def score_fingerprint(run: str, course=None) -> str:
+    """The run's fingerprint and the course values that change only the score."""
     return json.dumps([run, course.score_key() if course else None])
 
 
 def upload_key(data: bytes, name: str, *, exercise: str, sandbox: str, time_limit: float | None) -> str:
     """An upload's key (the queue's grade id, the service's stored grade): the run key of its bytes,
     with its file name (the result names it, and its suffix says .py or .ipynb)."""
-    key = grading_key(data, run_setting(exercise, sandbox, time_limit))
+    key = grading_key(data, run_fingerprint(exercise, sandbox, time_limit))
     return hashlib.sha256(f"{key}\0{name}".encode(errors="surrogatepass")).hexdigest()
 
 
-def grading_key(content: bytes, setting: str, rejection: str = "") -> str:
+def grading_key(content: bytes, fingerprint: str, rejection: str = "") -> str:
     """The hash of what is graded (`content`, and why it was rejected before any sandbox ran) and of
-    `setting` (run_setting or score_setting)."""
+    `fingerprint` (run_fingerprint or score_fingerprint)."""
     digest = hashlib.sha256(content)
-    digest.update(f"\0{setting}\0{rejection}".encode(errors="surrogatepass"))
+    digest.update(f"\0{fingerprint}\0{rejection}".encode(errors="surrogatepass"))
     return digest.hexdigest()
 
 

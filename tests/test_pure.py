@@ -70,8 +70,8 @@ def test_the_score_key_follows_what_changes_a_score_and_not_the_time_limit(tmp_p
     c = course_file(tmp_path, "[groups.test_parameter_count]\npoints = 3\n")
     assert a.score_key() != b.score_key()          # the file's hash differs
     assert a.points == b.points == {} and c.points == {"test_parameter_count": 3.0}
-    assert keys.score_setting("run", a) != keys.score_setting("run", c)
-    assert keys.score_setting("run", None) == keys.score_setting("run", None)
+    assert keys.score_fingerprint("run", a) != keys.score_fingerprint("run", c)
+    assert keys.score_fingerprint("run", None) == keys.score_fingerprint("run", None)
 
 
 def test_the_time_limit_is_the_one_given_else_the_courses_else_the_exercises(tmp_path):
@@ -83,9 +83,9 @@ def test_the_time_limit_is_the_one_given_else_the_courses_else_the_exercises(tmp
     assert course.time_limit(EX, 30, with_limit) == 30
     assert course.time_limit(EX, None, course.Course(name="-", sha256="-")) == EX.limits.wall_s
     # the run key follows the effective limit, however it was given
-    run = keys.run_setting("causal-self-attention", "local", None)
-    assert run == keys.run_setting("causal-self-attention", "local", EX.limits.wall_s)
-    assert run != keys.run_setting("causal-self-attention", "local", 120)
+    run = keys.run_fingerprint("causal-self-attention", "local", None)
+    assert run == keys.run_fingerprint("causal-self-attention", "local", EX.limits.wall_s)
+    assert run != keys.run_fingerprint("causal-self-attention", "local", 120)
 
 
 
@@ -191,14 +191,14 @@ def test_a_cluster_is_the_behaviour_not_the_order_or_the_advice():
 # --- keys and seeds --------------------------------------------------------------------------------------
 
 def test_the_grading_key_follows_the_bytes_the_setting_and_the_rejection():
-    run = keys.run_setting("causal-self-attention", "local", None)
-    assert run == keys.run_setting("causal-self-attention", "local", EX.limits.wall_s)   # the default is one run
-    assert run != keys.run_setting("causal-self-attention", "docker", None)
-    assert run != keys.run_setting("causal-self-attention", "local", 61.5)
+    run = keys.run_fingerprint("causal-self-attention", "local", None)
+    assert run == keys.run_fingerprint("causal-self-attention", "local", EX.limits.wall_s)   # the default is one run
+    assert run != keys.run_fingerprint("causal-self-attention", "docker", None)
+    assert run != keys.run_fingerprint("causal-self-attention", "local", 61.5)
     base = keys.grading_key(b"x = 1\n", run)
     assert base == keys.grading_key(b"x = 1\n", run)
     assert len({base, keys.grading_key(b"x = 2\n", run), keys.grading_key(b"x = 1\n", run, "rejected"),
-                keys.grading_key(b"x = 1\n", keys.score_setting(run))}) == 4
+                keys.grading_key(b"x = 1\n", keys.score_fingerprint(run))}) == 4
 
 
 def test_a_grade_seed_is_kept_by_the_host_and_follows_the_bytes(monkeypatch, tmp_path):
@@ -232,7 +232,7 @@ def test_a_batch_plans_one_unit_per_student_whatever_the_folder_holds(tmp_path):
     assert units["carol"].path == tmp_path / "carol" / "submit.py"
     assert units["dave"].path is None and units["dave"].rejection
     assert units["eve.py"].path is None and "link" in units["eve.py"].rejection
-    run = keys.run_setting("causal-self-attention", "local", None)
+    run = keys.run_fingerprint("causal-self-attention", "local", None)
     assert units["alice.py"].grading_key(run) != units["carol"].grading_key(run)
 
 

@@ -247,7 +247,7 @@ def test_a_lower_threshold_and_the_cap_notice(graded, tmp_path):
     if len(table) > similarity.MAX_PAIRS:
         assert "more pair(s) are only in" in run.output
     # the cap notice, from the report's section with more pairs than it shows
-    from grader.reportparts import similar_section
+    from grader.instructor_sections import similar_section
     many = similarity.Findings(tuple(similarity.Pair(f"a{i}.py", f"b{i}.py", 0.9, False, (), ())
                                      for i in range(similarity.MAX_PAIRS + 7)), 0.8)
     html = similar_section(many)

@@ -141,28 +141,28 @@ class QueuePool:
     are sent (lane regrade) as the batch starts, and grade(path) waits for that one's result."""
     starts = 0  # no sandbox starts on this machine
 
-    def __init__(self, broker: str, units: list, *, exercise: str, sandbox: str, wall_s: float | None,
+    def __init__(self, broker: str, handins: list, *, exercise: str, sandbox: str, wall_s: float | None,
                  fresh: bool = False):
         self.broker, self.exercise, self.sandbox, self.wall_s, self.fresh = broker, exercise, sandbox, wall_s, fresh
         self._ids: dict[Path, str | Exception] = {}
-        self._sha256 = {u.path: hashlib.sha256(u.content).hexdigest() for u in units if u.path is not None}
+        self._sha256 = {u.path: hashlib.sha256(u.content).hexdigest() for u in handins if u.path is not None}
         self._sent = threading.Condition()
         self._shut = threading.Event()
-        threading.Thread(target=self._send_all, args=([u for u in units if u.path is not None],),
+        threading.Thread(target=self._send_all, args=([u for u in handins if u.path is not None],),
                          daemon=True).start()
 
-    def _send_all(self, units: list) -> None:
-        for unit in units:
+    def _send_all(self, handins: list) -> None:
+        for handin in handins:
             if self._shut.is_set():
                 return
             try:
-                gid: str | Exception = _submit(self.broker, unit.content, unit.path.name, exercise=self.exercise,
+                gid: str | Exception = _submit(self.broker, handin.content, handin.path.name, exercise=self.exercise,
                                                sandbox=self.sandbox, time_limit=self.wall_s, lane="regrade",
                                                fresh=self.fresh)
             except (QueueUnavailable, ValueError, signing.SecretMissing) as err:
                 gid = err
             with self._sent:
-                self._ids[unit.path] = gid
+                self._ids[handin.path] = gid
                 self._sent.notify_all()
 
     def grade(self, path: Path, *, exercise: str, wall_s: float | None = None, hidden=(), course=None,
