@@ -534,11 +534,24 @@ def export_gradescope(out: Path, exercise_name: str, course_file: Path | None):
     click.echo(f"wrote {out} ({files} files): upload it as the assignment's autograder on Gradescope")
 
 
+def _database_option(command):
+    return click.option("--database", "database", metavar="URL", envvar="GRADER_DATABASE_URL",
+                        help="The service's database instead of --store's SQLite file, e.g. "
+                             "postgresql+psycopg://USER:PASSWORD@HOST/DB (also $GRADER_DATABASE_URL).")(command)
+
+
+def _sqlite_file(url: str | None) -> Path | None:
+    """The file of an SQLite database URL (sqlite:///FILE), which no submission may read."""
+    prefix = "sqlite:///"
+    return Path(url[len(prefix):]) if url and url.startswith(prefix) and len(url) > len(prefix) else None
+
+
 @main.command("requests")
-@click.option("--store", "store_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), required=True,
+@click.option("--store", "store_dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="The folder `grade serve --store` keeps its grades in.")
+@_database_option
 @click.option("--json", "as_json", is_flag=True, help="Print the requests as JSON lines instead of a table.")
-def list_requests(store_dir: Path, as_json: bool):
+def list_requests(store_dir: Path | None, database: str | None, as_json: bool):
     """The regrade requests students sent (from the student page or POST /v1/grades/ID/regrade-requests),
     oldest first: when, the file, its score when asked, the grade's id and the reason."""
     import dataclasses
@@ -549,15 +562,20 @@ def list_requests(store_dir: Path, as_json: bool):
     from rich.table import Table
 
     from grader.result import out_of
-    from grader.service.store import load_requests
-    found = load_requests(store_dir)
+    from grader.service.store import BadDatabase, load_requests
+    if store_dir is None and not database:
+        raise click.UsageError("say where the service keeps its grades: --store DIR or --database URL")
+    try:
+        found = load_requests(store_dir, database)
+    except BadDatabase as err:
+        raise click.ClickException(str(err)) from err
     if as_json:
         for request in found:
             click.echo(json.dumps(dataclasses.asdict(request)))
         return
     console = Console(highlight=False)
     if not found:
-        console.print(f"no regrade requests in {store_dir}")
+        console.print(f"no regrade requests in {store_dir or 'the database'}")
         return
     table = Table("asked (UTC)", "submission", "score", "grade id", "reason", title="Regrade requests")
     for r in found:
@@ -578,7 +596,12 @@ def list_requests(store_dir: Path, as_json: bool):
               help="Warm sandboxes grading at once (without --queue).")
 @_sandbox_option()
 @click.option("--store", "store_dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Keep grades and results in this folder across restarts (default: in memory).")
+              help="Keep grades, results, uploads in flight and callbacks in an SQLite file in this "
+                   "folder, across restarts (default: in memory).")
+@_database_option
+@click.option("--callback-backoff", metavar="S,S,...", default="1,2,4,8,16", show_default=True,
+              envvar="GRADER_CALLBACK_BACKOFF_S",
+              help="Seconds to wait before each retry of a callback that failed; then it is given up.")
 @click.option("--no-page", is_flag=True, help="No student page: only the API and /healthz.")
 @click.option("--rate-limit", type=click.FloatRange(min=1), default=600, show_default=True, metavar="N",
               help="API requests a minute per token (and a burst of N).")
@@ -587,12 +610,19 @@ def list_requests(store_dir: Path, as_json: bool):
 @_secret_option
 @_weak_sandbox_option
 def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, slots: int, sandbox: str,
-          store_dir: Path | None, no_page: bool, rate_limit: float, page_rate_limit: float, secret_file: Path | None,
+          store_dir: Path | None, database: str | None, callback_backoff: str, no_page: bool, rate_limit: float, page_rate_limit: float, secret_file: Path | None,
           allow_weak_sandbox: bool):
     """The HTTP service: API v1 (POST /v1/grades, GET /v1/grades/ID, POST /v1/grades/ID/regrade-requests;
-    OpenAPI at /docs), /healthz, and the student page at / (unless --no-page). With --store, the
-    regrade requests are kept there too, for `grade requests --store DIR`."""
+    OpenAPI at /docs), /healthz, and the student page at / (unless --no-page). With --store or
+    --database, a restart keeps every grade (one in flight is graded after it, its callback sent),
+    and the regrade requests are kept for `grade requests`."""
     import uvicorn
+    try:
+        backoff = tuple(float(part) for part in callback_backoff.split(",") if part.strip())
+    except ValueError:
+        backoff = (-1.0,)
+    if any(not 0 <= pause <= 3600 for pause in backoff):
+        raise click.BadParameter("a comma-separated list of seconds, each 0 to 3600", param_hint="--callback-backoff")
 
     from grader.service import app as service, engines
     from grader.service.tokens import TokenFileError, Tokens
@@ -607,15 +637,22 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
     else:  # with a queue, the workers' operator decides their sandbox
         _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)
     # The tokens and the store are the service's: no submission graded here may read them.
-    private = tuple(str(p.resolve()) for p in (tokens_file, store_dir) if p is not None)
+    private = tuple(str(p.resolve()) for p in (tokens_file, store_dir, _sqlite_file(database)) if p is not None)
     engine = (engines.Queued(broker=broker, sandbox=sandbox) if broker
               else engines.Embedded(slots=slots, sandbox=sandbox, hidden=private))
-    settings = service.Settings(engine=engine, tokens=tokens, store_dir=store_dir, page=not no_page,
+    settings = service.Settings(engine=engine, tokens=tokens, store_dir=store_dir, database_url=database,
+                                page=not no_page, callback_backoff_s=backoff,
                                 rate_per_minute=rate_limit, page_uploads_per_minute=page_rate_limit, sandbox=sandbox)
+    from grader.service.store import BadDatabase
+    try:
+        app = service.create_app(settings)
+    except BadDatabase as err:
+        engine.close()
+        raise click.ClickException(str(err)) from err
     how = f"queue {queues.shown(broker)}" if broker else f"{slots} warm {sandbox} slot{'s' if slots != 1 else ''}"
     click.echo(f"grade serve on http://{host}:{port} · {how} · {len(tokens) if tokens else 'no'} API token(s)"
                f"{'' if no_page else ' · student page at /'}", err=True)
-    uvicorn.run(service.create_app(settings), host=host, port=port, log_level="warning", lifespan="on")
+    uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
 
 
 @main.group("token")

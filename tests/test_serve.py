@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.server
 import json
 import os
 import select
@@ -13,13 +12,12 @@ import socket
 import stat
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 from tests.support.grading import SUBMISSIONS, grade
-from tests.support.serving import Server, bug_ids, new_token, summary
+from tests.support.serving import CallbackReceiver, Server, bug_ids, summary, two_tokens
 
 CORPUS = [SUBMISSIONS / "correct" / "einsum.py",
           SUBMISSIONS / "buggy" / "mask_after_softmax__loop.py",
@@ -34,8 +32,7 @@ def folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokens(folder):
-    path = folder / "tokens.json"
-    return path, new_token(path, "course-a"), new_token(path, "course-b")
+    return two_tokens(folder)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +55,7 @@ def b(tokens):
 # --- the contract ---------------------------------------------------------------------------
 
 def test_healthz_and_openapi_need_no_token(server):
-    assert server.client.get("/healthz").json() == {"status": "ok"}
+    assert server.client.get("/healthz").json() == {"status": "ok", "database": "ok"}
     spec = server.client.get("/openapi.json").json()
     assert {"/v1/grades", "/v1/grades/{grade_id}"} <= set(spec["paths"])
     upload = spec["paths"]["/v1/grades"]["post"]["requestBody"]["content"]["multipart/form-data"]
@@ -283,40 +280,14 @@ def test_no_page_and_no_tokens(folder):
 
 # --- callbacks ------------------------------------------------------------------------------
 
-class _Receiver(http.server.ThreadingHTTPServer):
-    """Records each callback; answers 500 to the first `fail_first` of them."""
-
-    def __init__(self, fail_first: int):
-        self.fail_first, self.received, self.arrived = fail_first, [], threading.Event()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.received.append((dict(self.headers), body))
-        failing = len(self.server.received) <= self.server.fail_first
-        self.send_response(500 if failing else 204)
-        self.end_headers()
-        if not failing:
-            self.server.arrived.set()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def receiver():
-    r = _Receiver(fail_first=1)
-    thread = threading.Thread(target=r.serve_forever, daemon=True)
-    thread.start()
-    yield r
-    r.shutdown()
-    r.server_close()
+    with CallbackReceiver(fail_first=1) as r:
+        yield r
 
 
 def test_callback_is_signed_and_retried(server, a, receiver):
-    url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+    url = receiver.url
     answer = server.upload(a, CORPUS[1].read_bytes() + b"\n# callback test\n", "cb.py", callback_url=url)
     assert answer.status_code == 202
     assert receiver.arrived.wait(240), f"no successful callback; received {len(receiver.received)}"
@@ -324,10 +295,46 @@ def test_callback_is_signed_and_retried(server, a, receiver):
     for headers, body in receiver.received:
         expected = "sha256=" + hmac.new(a.signing_secret.encode(), body, hashlib.sha256).hexdigest()
         assert hmac.compare_digest(headers["X-Grader-Signature"], expected)
-    document = json.loads(receiver.received[-1][1])
+    sent = [json.loads(body) for _, body in receiver.received]
+    # Inside what is signed: one delivery id for both attempts, and each attempt's own time.
+    deliveries = [document.pop("delivery") for document in sent]
+    assert deliveries[0]["id"] == deliveries[1]["id"] == receiver.received[-1][0]["X-Grader-Delivery"]
+    assert all(abs(d["timestamp"] - time.time()) < 300 for d in deliveries)
+    document = sent[-1]
     assert document["id"] == answer.json()["id"] and document["state"] == "done"
-    assert document == server.wait(a, answer.json()["url"])
+    read = _delivered(server, a, answer.json()["url"])
+    assert read.pop("callback") == {"state": "delivered", "attempts": 2, "last_error": "status 500"}
+    assert document == read
     assert bug_ids(document["result"]) == ["mask_after_softmax"]
+
+
+def _delivered(server, token, url: str, timeout: float = 30) -> dict:
+    """The grade's document once its callback is recorded as delivered or failed (the service
+    records an attempt just after the receiver has answered it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        document = server.wait(token, url)
+        if document.get("callback", {}).get("state") in ("delivered", "failed") or time.monotonic() > deadline:
+            return document
+        time.sleep(0.2)
+
+
+def test_a_callback_that_never_succeeds_is_given_up_and_said_so(folder, tokens, a):
+    """Every attempt refused: the grade's document says the callback failed, after how many
+    attempts and why, and the service's log says it gave up."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/hook"  # nobody listens there
+    s = Server(folder, "--tokens", str(tokens[0]), "--slots", "1", env={"GRADER_CALLBACK_BACKOFF_S": "0.1,0.1"})
+    try:
+        answer = s.upload(a, CORPUS[0].read_bytes() + b"\n# unreachable callback\n", "cb.py", callback_url=url)
+        document = _delivered(s, a, answer.json()["url"])
+    finally:
+        s.stop()
+    callback = document["callback"]
+    assert callback["state"] == "failed" and callback["attempts"] == 3, callback
+    assert "ConnectError" in callback["last_error"], callback
+    assert "given up after 3 attempts" in s.log.read_text()
 
 
 # --- the page, for hostile names and content ------------------------------------------------

@@ -3,9 +3,12 @@
     POST /v1/grades        multipart `file` [+ `exercise`, `format`, `callback_url`]
                            -> 202 {"id", "state": "queued", "url"}; an upload graded before (same
                            bytes, name, exercise, grader, sandbox, limits) -> 200 with its result
-    GET  /v1/grades/{id}   -> {"id", "state": "queued|running|done|failed", "result": ... once finished}
+    GET  /v1/grades/{id}   -> {"id", "state": "queued|running|done|failed", "result": ... once finished,
+                               "callback": {"state", "attempts", "last_error"} when one was asked}
+    GET  /v1/grades?since=T[&cursor=C][&limit=N]   -> {"grades": [...], "next": C or null}: this
+                           token's grades whose state changed after T (Unix time), oldest first
     POST /v1/grades/{id}/regrade-requests   JSON {"reason"} -> 201 the request, listed by `grade requests`
-    GET  /healthz          -> {"status": "ok"}
+    GET  /healthz          -> {"status": "ok", "database": "ok"}; 503 when the database does not answer
     GET  /  and /grades/…  the student page (no token; off with --no-page)
 
 A token sees only the grades it made: another's id answers 404, as an unknown one does. Auth and
@@ -25,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, File, Form, HTTPException, Request, Security, UploadFile
+from fastapi import FastAPI, File, Form, HTTPException, Query, Request, Security, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPBearer
 
@@ -37,7 +40,16 @@ from grader.pool import failed_result
 from grader.result import GradeResult, JobState, Status
 from grader.service import callbacks, engines, student_page
 from grader.service.throttle import BodyLimit, RateLimiter
-from grader.service.store import PAGE_OWNER, Grade, GradeStore, RequestRefused
+from grader.service.store import (
+    MAX_PAGE,
+    PAGE_OWNER,
+    BadCursor,
+    Callback,
+    Grade,
+    GradeStore,
+    RequestRefused,
+    database_url,
+)
 from grader.service.tokens import Token, Tokens
 
 # The largest submission the grader takes (a notebook), plus room for the multipart envelope.
@@ -54,7 +66,8 @@ class Settings:
     """How `grade serve` was started."""
     engine: engines.Engine
     tokens: Tokens | None = None        # None: the API answers every request 401
-    store_dir: Path | None = None
+    store_dir: Path | None = None       # the SQLite file's folder (and an earlier version's JSON files)
+    database_url: str | None = None     # instead: any database SQLAlchemy reaches (PostgreSQL)
     page: bool = True
     rate_per_minute: float = 600.0      # API requests per token
     page_uploads_per_minute: float = 10.0  # page uploads per address
@@ -73,7 +86,8 @@ class Service:
 
     def __init__(self, settings: Settings):
         self.settings, self.engine = settings, settings.engine
-        self.store = GradeStore(settings.store_dir)
+        self.store = GradeStore(database_url(settings.store_dir, settings.database_url),
+                                legacy_folder=settings.store_dir)
         self.waiting: dict[str, list[Grade]] = {}   # engine job -> the grades it answers
         self.by_key: dict[str, str] = {}             # grading key -> the job grading it now
         # Followers block on the engine's result; their own threads keep the event loop's free.
@@ -81,25 +95,45 @@ class Service:
         self._tasks: set[asyncio.Task] = set()   # followers and callbacks: kept so none is collected
 
     async def start(self) -> None:
-        """Pick up grades an earlier run left unfinished: followed again when their job may still
-        answer (the queue), else recorded as failed (an embedded pool's jobs died with it)."""
+        """Pick up what an earlier run left unfinished: a grade whose job may still answer (the
+        queue) is followed again, any other is graded again from its stored upload (an embedded
+        pool's jobs died with it); callbacks not yet delivered are sent."""
+        loop = asyncio.get_running_loop()
         for grade in self.store.unfinished():
-            if grade.job and isinstance(self.engine, engines.Queued):
-                if grade.job in self.waiting:
-                    self.waiting[grade.job].append(grade)
-                else:
-                    self.by_key[grade.key] = grade.job
-                    self._follow(grade.job, grade)
+            if not (grade.job and isinstance(self.engine, engines.Queued)):
+                data = self.store.upload_of(grade)
+                job = self.by_key.get(grade.key)
+                if data is None:
+                    self.store.finish(grade, JobState.FAILED, failed_result(
+                        grade.name, "the service restarted before this grade finished; upload the file again",
+                        exercise=grade.exercise, sandbox=self.settings.sandbox))
+                    continue
+                if job is None:
+                    try:
+                        job = await loop.run_in_executor(None, partial(self.engine.submit, data, grade.name,
+                                                                       exercise=grade.exercise))
+                    except engines.EngineBusy:
+                        job = None
+                    if job is None:
+                        continue  # left unfinished, with its upload: the next start grades it
+                self.store.set_job(grade, job)
+            assert grade.job is not None  # followed again, or just submitted
+            if grade.job in self.waiting:
+                self.waiting[grade.job].append(grade)
             else:
-                self.store.finish(grade, JobState.FAILED, failed_result(
-                    grade.name, "the service restarted before this grade finished; upload the file again",
-                    exercise=grade.exercise, sandbox=self.settings.sandbox))
+                self.by_key[grade.key] = grade.job
+                self._follow(grade.job, grade)
+        for callback in self.store.pending_callbacks():
+            pending = self.store.grade_by_id(callback.grade_id)
+            if pending is not None and pending.finished:
+                self._send(pending, callback)
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         self._followers.shutdown(wait=False, cancel_futures=True)
         await asyncio.get_running_loop().run_in_executor(None, self.engine.close)
+        self.store.close()
 
     # --- uploads ----------------------------------------------------------------------------
 
@@ -116,7 +150,7 @@ class Service:
         if callback_url is not None and not callbacks.valid_url(callback_url):
             raise UploadError("callback_url must be an absolute http or https URL")
         key = keys.upload_key(data, name, exercise=exercise, sandbox=self.settings.sandbox, time_limit=None)
-        fields = dict(owner=owner, key=key, name=name, exercise=exercise, format=fmt, callback_url=callback_url)
+        fields: dict[str, Any] = dict(owner=owner, key=key, name=name, exercise=exercise, format=fmt, callback_url=callback_url)
         stored = self.store.stored_result(key)
         if stored is not None:
             grade = self.store.new_grade(**fields)
@@ -127,7 +161,7 @@ class Service:
             loop = asyncio.get_running_loop()
             job = await loop.run_in_executor(None, partial(self.engine.submit, data, name, exercise=exercise))
             self.by_key.setdefault(key, job)
-        grade = self.store.new_grade(**fields, job=job)
+        grade = self.store.new_grade(**fields, job=job, upload=data)
         if job in self.waiting:  # the same upload is being graded now (the queue gives it the same job)
             self.waiting[job].append(grade)
         else:
@@ -165,12 +199,22 @@ class Service:
         for grade in grades:
             self.store.finish(grade, state, result)
             if grade.callback_url:
-                token = self.settings.tokens.get(grade.owner) if self.settings.tokens else None
-                if token is None:
-                    continue  # the token was removed since: nobody to sign for
-                body = json.dumps(self.document(grade)).encode()
-                self._spawn(callbacks.deliver(grade.callback_url, body, secret=token.signing_secret, grade_id=grade.id,
-                                              backoff_s=self.settings.callback_backoff_s))
+                self._send(grade, self.store.new_callback(grade))
+
+    def _send(self, grade: Grade, callback: Callback) -> None:
+        """Deliver a finished grade's callback, each attempt recorded in the store."""
+        token = self.settings.tokens.get(grade.owner) if self.settings.tokens else None
+        if token is None:  # the token was removed since: nobody to sign for
+            self.store.callback_attempted(callback, error="the token that asked for it was removed", final=True)
+            return
+        record = {"callback": callback}
+
+        def attempted(error: str | None, final: bool) -> None:
+            record["callback"] = self.store.callback_attempted(record["callback"], error=error, final=final)
+        document = {k: v for k, v in self.document(grade).items() if k != "callback"}
+        self._spawn(callbacks.deliver(callback.url, document, secret=token.signing_secret, grade_id=grade.id,
+                                      delivery_id=callback.id, attempted=attempted,
+                                      backoff_s=self.settings.callback_backoff_s))
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -200,6 +244,11 @@ class Service:
         if grade.result is not None:  # finished
             document["result"] = (grade.result if grade.format == "native"
                                   else formats.to_format(GradeResult.from_dict(grade.result), grade.format))
+        if grade.callback_url:
+            sent = self.store.callbacks_of(grade.id)
+            document["callback"] = ({"state": sent[-1].state, "attempts": sent[-1].attempts,
+                                     "last_error": sent[-1].last_error} if sent
+                                    else {"state": "waiting", "attempts": 0, "last_error": None})
         return document
 
 
@@ -269,10 +318,13 @@ def create_app(settings: Settings):
 
     authorized = [Security(bearer)]  # shown on /docs; the check itself is ApiGuard's, before the body is read
 
-    @api.get("/healthz", tags=["service"])
-    async def healthz() -> dict:
-        """For a load balancer: the service answers."""
-        return {"status": "ok"}
+    @api.get("/healthz", tags=["service"], responses={503: {"description": "the database does not answer"}})
+    async def healthz():
+        """For a load balancer: 200 when the service and its database answer, else 503 and why."""
+        problem = await asyncio.get_running_loop().run_in_executor(None, service.store.healthy)
+        if problem:
+            return JSONResponse({"status": "unavailable", "database": problem}, status_code=503)
+        return {"status": "ok", "database": "ok"}
 
     @api.post("/v1/grades", status_code=202, tags=["grades"], dependencies=authorized,
               responses={200: {"description": "graded before: the stored result"},
@@ -296,6 +348,18 @@ def create_app(settings: Settings):
             return JSONResponse(service.document(grade), status_code=200)
         return JSONResponse({"id": grade.id, "state": JobState.QUEUED, "url": f"/v1/grades/{grade.id}"},
                             status_code=202)
+
+    @api.get("/v1/grades", tags=["grades"], dependencies=authorized,
+             responses={400: {"description": "a cursor this service did not give"}})
+    async def list_grades(request: Request, since: float = 0.0, cursor: str | None = None,
+                          limit: int = Query(MAX_PAGE, ge=1, le=MAX_PAGE)):
+        """This token's grades whose state changed after `since` (Unix time), the oldest change
+        first, `limit` at a time: ask again with `cursor` set to `next` until it is null."""
+        try:
+            found, after = service.store.since(request.state.token.id, since, cursor, limit)
+        except BadCursor as err:
+            raise HTTPException(400, str(err)) from err
+        return {"grades": [service.document(grade) for grade in found], "next": after}
 
     @api.get("/v1/grades/{grade_id}", tags=["grades"], dependencies=authorized,
              responses={404: {"description": "no grade of this token has this id"}})
@@ -357,7 +421,7 @@ def _page_routes(api: FastAPI, service: Service, settings: Settings) -> None:
         if grade.result is None:  # not finished
             return html(student_page.waiting(name=grade.name, state=await service.state(grade)))
         return html(student_page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
-                                  requested=any(r.grade_id == grade.id for r in service.store.requests)))
+                                  requested=service.store.requested(grade.id)))
 
     @api.post("/grades/{grade_id}/regrade-request", include_in_schema=False)
     async def regrade_request(grade_id: str, reason: str = Form("")):

@@ -2,11 +2,13 @@
 tokens with the real CLI, wait for a grade. Every wait is bounded; every process is killed."""
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,48 @@ def new_token(tokens_file: Path, name: str) -> ApiToken:
     return ApiToken(fields["token"], fields["signing_secret"])
 
 
+def two_tokens(folder: Path) -> tuple[Path, ApiToken, ApiToken]:
+    """A tokens file in `folder` with two platforms' tokens, course-a's and course-b's."""
+    path = folder / "tokens.json"
+    return path, new_token(path, "course-a"), new_token(path, "course-b")
+
+
+class CallbackReceiver(http.server.ThreadingHTTPServer):
+    """A platform's endpoint on a free port of 127.0.0.1: records each callback (headers, raw body)
+    and answers 500 to the first `fail_first` of them, 204 after; `arrived` is set on the first 204.
+    Used as a context manager, it serves in a thread until the block ends."""
+
+    def __init__(self, fail_first: int = 0):
+        self.fail_first, self.received, self.arrived = fail_first, [], threading.Event()
+        super().__init__(("127.0.0.1", 0), _CallbackHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+    def __enter__(self) -> CallbackReceiver:
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _CallbackHandler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.received.append((dict(self.headers), body))
+        failing = len(self.server.received) <= self.server.fail_first
+        self.send_response(500 if failing else 204)
+        self.end_headers()
+        if not failing:
+            self.server.arrived.set()
+
+    def log_message(self, *args):
+        pass
+
+
 class Server:
     """One `grade serve` process of the test's own (its own session, killed as a group at the end)."""
 
@@ -65,6 +109,16 @@ class Server:
                                      f"{self.log.read_text()}")
             time.sleep(0.2)
         self.client = httpx.Client(base_url=self.url, timeout=60)
+
+    def kill(self) -> None:
+        """kill -9 the service and everything it started, as a machine that dies would."""
+        if getattr(self, "client", None):
+            self.client.close()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=20)
 
     def stop(self) -> None:
         """SIGTERM (the service stops its sandboxes), then SIGKILL for the whole group if it lingers."""
