@@ -208,8 +208,10 @@ def _hugging_face_padding_forgotten_one_minus(weights, heads, probe):
     (("mask_fill_not_neg_inf", "row_min", None), ("mask_fill_not_neg_inf", "row_min")),
     (("mask_fill_not_neg_inf", "row_mean", None), ("mask_fill_not_neg_inf", "row_mean")),
     (("mask_fill_not_neg_inf", "row_max", None), ("mask_fill_not_neg_inf", "row_max")),
+    (("mask_fill_not_neg_inf", "allowed_mean", None), ("mask_fill_not_neg_inf", "allowed_mean")),
+    (("mask_fill_not_neg_inf", "allowed_min", None), ("mask_fill_not_neg_inf", "allowed_min")),
 ], ids=["hf_finfo_min_inverted", "float_keep_mask", "padding_additive", "padding_multiplied", "row_min", "row_mean",
-        "row_max"])
+        "row_max", "allowed_mean", "allowed_min"])
 def test_masks_added_filled_from_the_data_or_applied_in_part_are_named(realisation, expected):
     """Additive masks of any size (float32's and float64's most negative number included) and of
     either sign, fills computed from the scores, and a mask applied to its padding part only."""

@@ -31,6 +31,8 @@ MERGES: dict[tuple[int, ...], str] = {
     for perm in itertools.permutations(range(4)) if perm != (0, 2, 1, 3)}
 MERGE_ORDER: dict[str | None, tuple[int, ...]] = {name: perm for perm, name in MERGES.items()}
 
+STATISTIC_FILLS = ("row_min", "row_mean", "row_max", "tensor_min", "allowed_mean", "allowed_min")
+
 # Each slot holds mutually exclusive variants; a pair of mistakes takes two different slots.
 SLOTS: dict[str, list[Mistake]] = {
     "causal": [("no_causal_mask", "missing"), ("causal_mask_off_by_one", "excludes_self"),
@@ -40,7 +42,8 @@ SLOTS: dict[str, list[Mistake]] = {
                ("fixed_max_length", "open_past_32")],
     "fill": [("mask_fill_not_neg_inf", "zero"), ("mask_fill_not_neg_inf", "causal_zero"),
              ("mask_fill_not_neg_inf", "row_min"), ("mask_fill_not_neg_inf", "row_mean"),
-             ("mask_fill_not_neg_inf", "row_max"), ("mask_fill_not_neg_inf", "tensor_min")],
+             ("mask_fill_not_neg_inf", "row_max"), ("mask_fill_not_neg_inf", "tensor_min"),
+             ("mask_fill_not_neg_inf", "allowed_mean"), ("mask_fill_not_neg_inf", "allowed_min")],
     "scale": [("wrong_scale", "sqrt_dim"), ("wrong_scale", "none"), ("wrong_scale", "multiplied"),
               ("wrong_scale", "head_dim_not_sqrt"), ("wrong_scale", "after_softmax")],
     "qkv": [("qkv_order", "k_q_v"), ("qkv_order", "q_v_k"), ("qkv_order", "v_k_q"),
@@ -147,11 +150,14 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
         s = (s.to(real) + torch.where(keys, number, torch.zeros((), dtype=real))).double()
         allowed = allowed if part == "padding" else torch.ones_like(allowed)
         mask = None
-    elif fill in ("row_min", "row_mean", "row_max", "tensor_min"):  # masked scores set to a statistic of the scores
-        stat = {"row_min": lambda: s.amin(-1, keepdim=True), "row_mean": lambda: s.mean(-1, keepdim=True),
-                "row_max": lambda: s.amax(-1, keepdim=True), "tensor_min": lambda: s.amin()}[fill]()
+    elif fill in STATISTIC_FILLS:  # masked scores set to a statistic of the scores (of the allowed ones: allowed_*)
         if mask is not None:
             allowed = allowed & mask[:, None, None, :]
+        kept = allowed.expand_as(s)
+        stat = {"row_min": lambda: s.amin(-1, keepdim=True), "row_mean": lambda: s.mean(-1, keepdim=True),
+                "row_max": lambda: s.amax(-1, keepdim=True), "tensor_min": lambda: s.amin(),
+                "allowed_mean": lambda: (s * kept).sum(-1, keepdim=True) / kept.sum(-1, keepdim=True),
+                "allowed_min": lambda: s.masked_fill(~kept, math.inf).amin(-1, keepdim=True)}[fill]()
         s, allowed, mask = torch.where(allowed, s, stat), torch.ones_like(allowed), None
     elif fill == "padding_value" and mask is not None:  # padding scores set to a number, causal done right
         s = torch.where(mask[:, None, None, :], s, torch.as_tensor(value, dtype=s.dtype))
