@@ -540,12 +540,6 @@ def _database_option(command):
                              "postgresql+psycopg://USER:PASSWORD@HOST/DB (also $GRADER_DATABASE_URL).")(command)
 
 
-def _sqlite_file(url: str | None) -> Path | None:
-    """The file of an SQLite database URL (sqlite:///FILE), which no submission may read."""
-    prefix = "sqlite:///"
-    return Path(url[len(prefix):]) if url and url.startswith(prefix) and len(url) > len(prefix) else None
-
-
 @main.command("requests")
 @click.option("--store", "store_dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="The folder `grade serve --store` keeps its grades in.")
@@ -637,7 +631,8 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
     else:  # with a queue, the workers' operator decides their sandbox
         _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)
     # The tokens and the store are the service's: no submission graded here may read them.
-    private = tuple(str(p.resolve()) for p in (tokens_file, store_dir, _sqlite_file(database)) if p is not None)
+    from grader.service.store import database_file
+    private = tuple(str(p.resolve()) for p in (tokens_file, store_dir, database_file(database)) if p is not None)
     engine = (engines.Queued(broker=broker, sandbox=sandbox) if broker
               else engines.Embedded(slots=slots, sandbox=sandbox, hidden=private))
     settings = service.Settings(engine=engine, tokens=tokens, store_dir=store_dir, database_url=database,

@@ -82,12 +82,13 @@ def start_student_zygote(uid: int, warm: tuple[str, ...] | None = None) -> tuple
     return parent, process
 
 
-def become(user: str) -> None:
-    """Drop this process to `user` for good: its user and group IDs, and no other group."""
-    entry = pwd.getpwnam(user)
+def become(user: str | int) -> None:
+    """Drop this process to `user` (a name, or a uid that is its own gid too) for good: its user
+    and group IDs, and no other group."""
+    uid, gid = (user, user) if isinstance(user, int) else (pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid)
     os.setgroups([])
-    os.setgid(entry.pw_gid)
-    os.setuid(entry.pw_uid)
+    os.setgid(gid)
+    os.setuid(uid)
 
 
 def kill_uid(uid: int) -> None:
@@ -95,9 +96,7 @@ def kill_uid(uid: int) -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
+            become(uid)
             os.kill(-1, signal.SIGKILL)  # every process this uid may signal, except this one
         finally:
             os._exit(0)

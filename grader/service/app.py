@@ -113,8 +113,6 @@ class Service:
                         job = await loop.run_in_executor(None, partial(self.engine.submit, data, grade.name,
                                                                        exercise=grade.exercise))
                     except engines.EngineBusy:
-                        job = None
-                    if job is None:
                         continue  # left unfinished, with its upload: the next start grades it
                 self.store.set_job(grade, job)
             assert grade.job is not None  # followed again, or just submitted
@@ -205,15 +203,12 @@ class Service:
         """Deliver a finished grade's callback, each attempt recorded in the store."""
         token = self.settings.tokens.get(grade.owner) if self.settings.tokens else None
         if token is None:  # the token was removed since: nobody to sign for
-            self.store.callback_attempted(callback, error="the token that asked for it was removed", final=True)
+            self.store.callback_attempted(callback.id, error="the token that asked for it was removed", final=True)
             return
-        record = {"callback": callback}
-
-        def attempted(error: str | None, final: bool) -> None:
-            record["callback"] = self.store.callback_attempted(record["callback"], error=error, final=final)
         document = {k: v for k, v in self.document(grade).items() if k != "callback"}
         self._spawn(callbacks.deliver(callback.url, document, secret=token.signing_secret, grade_id=grade.id,
-                                      delivery_id=callback.id, attempted=attempted,
+                                      delivery_id=callback.id,
+                                      attempted=partial(self.store.callback_attempted, callback.id),
                                       backoff_s=self.settings.callback_backoff_s))
 
     def _spawn(self, coroutine) -> None:

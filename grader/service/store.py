@@ -154,6 +154,17 @@ def database_url(store_dir: Path | None, url: str | None) -> str:
     return "sqlite://"
 
 
+def database_file(url: str | None) -> Path | None:
+    """The file of an SQLite database URL, which no submission may read; None for any other."""
+    try:
+        parsed = sa.engine.make_url(url) if url else None
+    except sa.exc.ArgumentError:
+        return None  # refused, with its reason, when the service opens it
+    if parsed is None or parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
 def open_engine(url: str) -> sa.Engine:
     """An SQLAlchemy engine for `url`, checked by connecting; BadDatabase in one line if it cannot be."""
     try:
@@ -231,11 +242,8 @@ class GradeStore:
         (the caller answers both the same way)."""
         if not isinstance(grade_id, str) or not _ID.match(grade_id):
             return None
-        with self._lock, self.engine.connect() as connection:
-            row = connection.execute(sa.select(*_GRADE_COLUMNS).where(GRADES.c.id == grade_id)).first()
-        if row is None or not secrets.compare_digest(row.owner, owner):
-            return None
-        return _grade(row)
+        grade = self.grade_by_id(grade_id)
+        return grade if grade is not None and secrets.compare_digest(grade.owner, owner) else None
 
     def upload_of(self, grade: Grade) -> bytes | None:
         """The bytes of an unfinished grade (None once finished, or for one stored without them)."""
@@ -332,26 +340,25 @@ class GradeStore:
             connection.execute(CALLBACKS.insert().values(**dataclasses.asdict(callback), created=now, updated=now))
         return callback
 
-    def callback_attempted(self, callback: Callback, *, error: str | None, final: bool) -> Callback:
-        """Record one attempt: delivered when `error` is None, else failed for good when `final`."""
+    def callback_attempted(self, callback_id: str, error: str | None, final: bool) -> None:
+        """Record one attempt of a callback: delivered when `error` is None, else failed for good
+        when `final`; the count of attempts and the last error are the database's."""
         state = CallbackState.DELIVERED if error is None else CallbackState.FAILED if final else CallbackState.PENDING
-        done = dataclasses.replace(callback, state=state, attempts=callback.attempts + 1,
-                                   last_error=error if error is not None else callback.last_error)
+        values: dict[str, Any] = {"state": state, "attempts": CALLBACKS.c.attempts + 1, "updated": time.time()}
+        if error is not None:
+            values["last_error"] = error
         with self._lock, self.engine.begin() as connection:
-            connection.execute(CALLBACKS.update().where(CALLBACKS.c.id == callback.id).values(
-                state=done.state, attempts=done.attempts, last_error=done.last_error, updated=time.time()))
-        return done
+            connection.execute(CALLBACKS.update().where(CALLBACKS.c.id == callback_id).values(**values))
 
     def callbacks_of(self, grade_id: str) -> list[Callback]:
-        with self._lock, self.engine.connect() as connection:
-            rows = connection.execute(sa.select(*_CALLBACK_COLUMNS).where(CALLBACKS.c.grade_id == grade_id)
-                                      .order_by(CALLBACKS.c.created)).all()
-        return [Callback(**row._asdict()) for row in rows]
+        return self._callbacks(CALLBACKS.c.grade_id == grade_id)
 
     def pending_callbacks(self) -> list[Callback]:
+        return self._callbacks(CALLBACKS.c.state == CallbackState.PENDING)
+
+    def _callbacks(self, where) -> list[Callback]:
         with self._lock, self.engine.connect() as connection:
-            rows = connection.execute(sa.select(*_CALLBACK_COLUMNS).where(CALLBACKS.c.state == CallbackState.PENDING)
-                                      .order_by(CALLBACKS.c.created)).all()
+            rows = connection.execute(sa.select(*_CALLBACK_COLUMNS).where(where).order_by(CALLBACKS.c.created)).all()
         return [Callback(**row._asdict()) for row in rows]
 
     def grade_by_id(self, grade_id: str) -> Grade | None:
