@@ -12,7 +12,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.contract import BugInfo, Entry, HarnessJob
+from sandbox.contract import BugInfo, Entry, Group, HarnessJob
 from sandbox.errors import GraderError
 from sandbox.limits import Limits
 
@@ -48,6 +48,18 @@ class Exercise:
         for the grade's draws (grader.keys.grade_seed)."""
         return HarnessJob(exercise=self.name, version=self.version, tests=self.tests_package, entry=self.entry,
                           limits=limits or self.limits, line_map=tuple(line_map), hidden=tuple(hidden), seed=seed)
+
+    @property
+    def groups(self) -> tuple[Group, ...]:
+        """The exercise's test groups (its package's `groups.GROUPS`, which its tests are marked
+        with): read without parsing or importing the tests. LookupError for an exercise without."""
+        try:
+            module = importlib.import_module(f"{self.package}.groups")
+        except ModuleNotFoundError as err:
+            if err.name != f"{self.package}.groups":
+                raise
+            raise LookupError(f"the exercise {self.name} declares no groups ({self.package}.groups.GROUPS)") from err
+        return tuple(module.GROUPS)
 
     @property
     def catalog(self) -> dict[str, BugInfo]:

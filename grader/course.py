@@ -26,10 +26,8 @@ changes what the sandbox runs, so it belongs to the run key.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import datetime
-import functools
 import hashlib
 import json
 import math
@@ -42,6 +40,7 @@ from typing import Any
 import exercise as exercises
 from grader.errors import GraderError
 from grader.result import Bug, TestResult, TestStatus, Visibility
+from sandbox.contract import Group
 
 VISIBILITIES = tuple(v.value for v in Visibility)
 TOP_KEYS = ("time_limit_s", "released", "groups", "advice", "clusters", "late")
@@ -94,15 +93,6 @@ def full_marks(exercise, course: Course | None = None) -> float:
     (`exercise`: its name or the Exercise)."""
     ex = exercises.get(exercise) if isinstance(exercise, str) else exercise
     return course.max_score(ex) if course is not None else ex.max_score
-
-
-@dataclass(frozen=True)
-class GroupInfo:
-    """A test group of the exercise as its code declares it: what a course may override."""
-    name: str            # the test function's name
-    title: str           # its docstring's first line
-    points: float
-    visibility: str
 
 
 @dataclass(frozen=True)
@@ -385,28 +375,10 @@ def _split(dotted: str) -> tuple[str, ...]:
 
 # --- what an exercise declares --------------------------------------------------------------------
 
-def test_groups(exercise) -> dict[str, GroupInfo]:
-    """The exercise's test groups with their default points and visibility, read from the test
-    files' source (their `points` and `visibility` markers), so the host imports none of them."""
-    return dict(_groups_in(exercise.tests_dir))
-
-
-@functools.lru_cache(maxsize=16)
-def _groups_in(tests_dir: Path) -> tuple[tuple[str, GroupInfo], ...]:
-    """Parsed once per process: a rescore of a class asks for every submission."""
-    groups = {}
-    for path in sorted(tests_dir.glob("test_*.py")):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
-                continue
-            marks = {m.func.attr: m.args for m in node.decorator_list
-                     if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute)}
-            points = marks.get("points") or [ast.Constant(0)]
-            shown = marks.get("visibility") or [ast.Constant("visible")]
-            doc = (ast.get_docstring(node) or node.name).strip().splitlines()[0]
-            groups[node.name] = GroupInfo(node.name, doc, float(ast.literal_eval(points[0])),
-                                          str(ast.literal_eval(shown[0])))
-    return tuple(groups.items())
+def test_groups(exercise) -> dict[str, Group]:
+    """The exercise's test groups with their default points and visibility, as it declares them
+    (Exercise.groups): the host neither imports nor parses its tests."""
+    return {g.name: g for g in exercise.groups}
 
 
 def advice_findings(exercise: exercises.Exercise) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ entry. Nothing here names an exercise, and nothing here runs the student's code.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -156,6 +156,35 @@ def rejection_text(entry: Entry, rejection: dict[str, Any], at: str, texts: dict
 # The warm server's timeouts, which its host side waits by too (sandbox.warm_server, sandbox.warm).
 WARM_READY_TIMEOUT_S = 180.0  # a server's start: the torch, pytest and exercise imports, on a loaded machine
 WARM_RESET_TIMEOUT_S = 30.0   # the clean-up after a submission; longer, and the server is replaced
+
+
+@dataclass(frozen=True)
+class Group:
+    """One test group of an exercise, as its `groups.py` declares it: the test function's name, the
+    title a student reads, the points its cases share, and who sees it (visible, hidden,
+    after_due_date). What a course file may override; what `grade exercises --groups` lists."""
+    name: str
+    title: str
+    points: float
+    visibility: str = "visible"
+
+
+def graded_by(groups: tuple[Group, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The decorator an exercise's tests are marked with: `@graded` on `test_x` gives it the title,
+    points and visibility that `groups` declares under its name (as the markers the harness's
+    pytest plugin reads); a test missing from `groups` is an error at import, not 0 points."""
+    by_name = {g.name: g for g in groups}
+
+    def graded(test: Callable[..., Any]) -> Callable[..., Any]:
+        import pytest  # only the harness marks tests; the host reads the groups alone
+        group = by_name.get(test.__name__)
+        if group is None:
+            raise LookupError(f"{test.__name__} is not declared in the exercise's groups "
+                              f"({', '.join(by_name)})")
+        test.__doc__ = group.title
+        marked: Callable[..., Any] = pytest.mark.visibility(group.visibility)(pytest.mark.points(group.points)(test))
+        return marked
+    return graded
 
 
 @dataclass(frozen=True)

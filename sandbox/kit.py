@@ -9,6 +9,8 @@ draws from a seed the student's code never sees.
   caller says a NaN is allowed to stay (a padded query with no key, say).
 - `finite_difference_jvps` / `gradient_agrees`: a gradient reported by the student's process,
   checked against central differences of forward outputs computed here in float64.
+- `ranges` / `positions_differing`: positions as a reader takes them in feedback ("0..2, 5",
+  "positions that differ: 3 (1 of 8, numbered 0..7)").
 - `read_matrix` / `softmax_fit`: the mixing matrix read out of outputs for several value inputs
   the grader chose (out = A v: with enough values, the outputs determine A), and whether that
   matrix is a softmax of scores the grader computed itself.
@@ -25,6 +27,27 @@ from collections.abc import Callable, Sequence
 import torch
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def ranges(values: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0..2, 5'; [] -> 'none'."""
+    out, start, prev = [], None, None
+    for v in [*values, None]:
+        if v is not None and prev is not None and v == prev + 1:
+            prev = v
+            continue
+        if start is not None:
+            out.append(str(start) if start == prev else f"{start}..{prev}")
+        start = prev = v
+    return ", ".join(out) if out else "none"
+
+
+def positions_differing(values: list[int], length: int) -> str:
+    """The feedback line naming the sequence positions that differ, with how many of how many, so
+    that '0' cannot be read as 'none': 'positions that differ: 0 (1 of 2, numbered 0..1)'."""
+    if len(values) == length:
+        return f"positions that differ: all {length} (0..{length - 1})"
+    return f"positions that differ: {ranges(values)} ({len(values)} of {length}, numbered 0..{length - 1})"
 
 
 # --- draws from the host's seed ----------------------------------------------------------------

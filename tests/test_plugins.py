@@ -119,3 +119,21 @@ def test_no_import_circle_among_the_sandbox_and_grader_modules():
 
 def _all_names() -> set[str]:
     return {f"{package}.{p.stem}" for package in ("sandbox", "grader") for p in (ROOT / package).glob("*.py")}
+
+
+@pytest.mark.unit
+def test_each_exercise_declares_exactly_the_groups_its_tests_are_marked_with():
+    """Every test function of every exercise is declared in its groups (and carries @graded), and
+    every declared group is a test: the host's view of the groups is the harness's."""
+    import exercise as exercises
+    for name, ex in exercises.all_exercises().items():
+        declared = [g.name for g in ex.groups]
+        found = []
+        for path in sorted(ex.tests_dir.glob("test_*.py")):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                    assert any(isinstance(d, ast.Name) and d.id == "graded" for d in node.decorator_list), \
+                        f"{name}: {node.name} has no @graded"
+                    found.append(node.name)
+        assert sorted(found) == sorted(declared), name
+        assert round(sum(g.points for g in ex.groups), 9) == ex.max_score, name

@@ -2,14 +2,13 @@
 the answer is right, or a got / expected description a student can act on."""
 from __future__ import annotations
 
-import itertools
 import math
 from typing import TypedDict
 
 import pytest
 import torch
 
-from sandbox.kit import differs, read_matrix, softmax_fit, values_needed
+from sandbox.kit import differs, positions_differing, ranges, read_matrix, softmax_fit, values_needed
 
 
 class Tolerance(TypedDict):
@@ -53,8 +52,7 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, what: str, dtype: str)
     nan_rows = torch.isnan(g).any(dim=(0, 2)).nonzero().flatten().tolist()
     if nan_rows:
         lines.append(f"your {what} has NaN at position(s) {ranges(nan_rows)}")
-    lines.append(f"positions that differ: {ranges(bad.any(dim=(0, 2)).nonzero().flatten().tolist())} "
-                 f"of 0..{g.shape[1] - 1}")
+    lines.append(positions_differing(bad.any(dim=(0, 2)).nonzero().flatten().tolist(), g.shape[1]))
     shown = min(4, g.shape[2])
     lines.append(f"largest difference {err.max().item():.3g} at {what}[{b}, {t}, {c}]")
     lines.append(f"got      {what}[{b}, {t}, :{shown}] = {vector(g[b, t, :shown])}")
@@ -64,12 +62,6 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, what: str, dtype: str)
 
 def vector(v: torch.Tensor) -> str:
     return "[" + ", ".join(f"{float(a):.4f}" for a in v) + "]"
-
-
-def ranges(values: list[int]) -> str:
-    """[0, 1, 2, 5] -> '0..2, 5'"""
-    runs = [[v for _, v in run] for _, run in itertools.groupby(enumerate(values), lambda p: p[1] - p[0])]
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}..{r[-1]}" for r in runs) or "none"
 
 
 def first_failures(failures: list[tuple[str, str]]) -> str:

@@ -68,8 +68,8 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, dtype: str,
     lines = []
     nan_positions = torch.isnan(g).any(dim=(0, 2)).nonzero().flatten().tolist()
     if nan_positions:
-        lines.append(f"your output has NaN at position(s) {_ranges(nan_positions)}")
-    lines.append(f"positions that differ: {_ranges(bad_positions)} of 0..{g.shape[1] - 1}")
+        lines.append(f"your output has NaN at position(s) {kit.ranges(nan_positions)}")
+    lines.append(kit.positions_differing(bad_positions, g.shape[1]))
     if mask is not None:
         padded = ~mask                                                  # (B, T) True = padding
         bad_real = (bad.any(dim=2) & mask).any()
@@ -88,19 +88,6 @@ def compare(got: torch.Tensor, expected: torch.Tensor, *, dtype: str,
 
 def _vec(v: torch.Tensor) -> str:
     return "[" + ", ".join(f"{float(a):.4f}" for a in v) + "]"
-
-
-def _ranges(values: list[int]) -> str:
-    """[0, 1, 2, 5] -> '0..2, 5'"""
-    out, start, prev = [], None, None
-    for v in values + [None]:
-        if v is not None and prev is not None and v == prev + 1:
-            prev = v
-            continue
-        if start is not None:
-            out.append(str(start) if start == prev else f"{start}..{prev}")
-        start = prev = v
-    return ", ".join(out) if out else "none"
 
 
 def new_module(student, dim: int, n_heads: int, *, dtype: str = "float64", seed: int = 0, train: bool = False):

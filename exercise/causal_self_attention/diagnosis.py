@@ -18,8 +18,9 @@ import torch
 
 from exercise.causal_self_attention import mistakes, reference, scan
 from exercise.causal_self_attention.catalog import CATALOG
-from exercise.causal_self_attention.checks import (DTYPES, LONG_T, TOLERANCE, Tolerance, _ranges, finite_difference_jvps,
+from exercise.causal_self_attention.checks import (DTYPES, LONG_T, TOLERANCE, Tolerance, finite_difference_jvps,
                                                    gradient_agrees, random_input)
+from sandbox import kit
 from sandbox.failures import StudentCodeError, WorkerFailure
 
 DIM, HEADS = 24, 4          # head_dim 6 != sqrt(24): scale mistakes stay apart; 4 heads show head bugs
@@ -430,7 +431,7 @@ def _where_it_shows(wrong: list[Observed], observed: list[Observed], combo, valu
     positions = ""
     if any(bool((c & ~w).any()) for w, c in rows):  # right at some positions the model would change
         at = sorted({t for w, _ in rows for t in w.nonzero()[:, 1].tolist()})
-        positions = f", at positions {_ranges(at)}"
+        positions = f", at positions {kit.ranges(at)}"
     if len(differs) <= len(wrong) and not positions:
         return ""
     attrs = (("n_heads", lambda o: o.probe.heads), ("T", lambda o: o.probe.x.shape[1]),
@@ -480,7 +481,7 @@ def _where_wrong(wrong: list[Observed], raised: list[str], candidates=()) -> str
             continue
         bad = ~torch.isclose(o.out.double(), o.correct, **TOLERANCE[o.probe.dtype]).all(dim=2)    # (B, T)
         positions = sorted(set(bad.nonzero()[:, 1].tolist()))
-        parts.append(f"with {o.probe.describe()}: positions {_ranges(positions)} differ "
+        parts.append(f"with {o.probe.describe()}: positions {kit.ranges(positions)} differ "
                      f"(largest difference {_gap(o.out, o.correct):.3g})")
     if len(wrong) > 6:
         parts.append(f"and {len(wrong) - 6} more probes")

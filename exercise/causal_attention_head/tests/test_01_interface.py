@@ -2,12 +2,12 @@
 import pytest
 
 from exercise.causal_attention_head.checks import DTYPES, describe, drawn_qkv
+from exercise.causal_attention_head.groups import graded
 
 
-@pytest.mark.points(10)
+@graded
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_returns_out_and_weights(student, draws, dtype):
-    """causal_attention(q, k, v) returns out (B, T, d_k) and weights (B, T, T) in the input's dtype"""
     inputs = drawn_qkv(draws, ("interface", dtype), dtype)
     for (q, _k, _v), (out, weights) in zip(inputs, student.function().map(inputs)):
         B, T, d_k = q.shape

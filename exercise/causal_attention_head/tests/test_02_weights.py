@@ -5,6 +5,7 @@ import torch
 from exercise.causal_attention_head import reference
 from exercise.causal_attention_head.checks import (DTYPES, TOLERANCE, answers_and_gate, compare, describe,
                                                   drawn_qkv, first_failures, require_attention)
+from exercise.causal_attention_head.groups import graded
 
 
 def _gated_weights(student, draws, dtype: str, label: str):
@@ -15,10 +16,9 @@ def _gated_weights(student, draws, dtype: str, label: str):
     return inputs, [w for _, w in answers]
 
 
-@pytest.mark.points(10)
+@graded
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_weight_rows_sum_to_one(student, draws, dtype):
-    """Each row of weights sums to 1 (a softmax over the keys)"""
     tol = TOLERANCE[dtype]
     for (q, _, _), w in zip(*_gated_weights(student, draws, dtype, "rows")):
         sums = w.double().sum(dim=-1)                                                # (B, T)
@@ -30,10 +30,9 @@ def test_weight_rows_sum_to_one(student, draws, dtype):
                         f"and others do not); the softmax must run over the last dimension, after the mask")
 
 
-@pytest.mark.points(10)
+@graded
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_weights_are_zero_above_the_diagonal(student, draws, dtype):
-    """weights[:, t, s] is 0 for every key s > t (the causal mask)"""
     for (q, _, _), w in zip(*_gated_weights(student, draws, dtype, "zeros")):
         T = q.shape[1]
         future = torch.ones(T, T, dtype=torch.bool).triu(1)
@@ -44,10 +43,9 @@ def test_weights_are_zero_above_the_diagonal(student, draws, dtype):
                         f"position {t} gives weight to the later key {s}")
 
 
-@pytest.mark.points(15)
+@graded
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_weights_match_the_reference(student, draws, written_by_hand, dtype):
-    """weights equal softmax(q k^T / sqrt(d_k)) with -inf above the diagonal"""
     inputs = drawn_qkv(draws, ("weights", dtype), dtype)
     failures = []
     for (q, k, v), (_, w) in zip(inputs, student.function().map(inputs)):

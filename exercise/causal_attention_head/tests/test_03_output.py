@@ -5,12 +5,12 @@ import torch
 from exercise.causal_attention_head import reference
 from exercise.causal_attention_head.checks import (DTYPES, answers_and_gate, compare, describe, drawn_qkv,
                                                   first_failures, require_attention)
+from exercise.causal_attention_head.groups import graded
 
 
-@pytest.mark.points(30)
+@graded
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_output_matches_sdpa(student, draws, written_by_hand, dtype):
-    """out equals F.scaled_dot_product_attention(q, k, v, is_causal=True)"""
     inputs = drawn_qkv(draws, ("output", dtype), dtype)
     failures = []
     for (q, k, v), (out, _) in zip(inputs, student.function().map(inputs)):
@@ -24,10 +24,9 @@ def test_output_matches_sdpa(student, draws, written_by_hand, dtype):
 EQUAL_CASES = [(1, 3, 2), (2, 9, 5), (1, 40, 8)]   # (B, T, d_k); equal scores need d_k >= 2
 
 
-@pytest.mark.points(10)
+@graded
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_equal_scores_average_the_past(student, draws, written_by_hand, dtype):
-    """Equal scores: weights[t] = 1/(t+1) on keys 0..t, and out[t] the mean of v[0..t]"""
     label = ("equal", dtype)
     equal = [reference.equal_score_qkv(B, T, d, seed=draws.integer(0, 2 ** 62, label, i), dtype=dtype)
              for i, (B, T, d) in enumerate(EQUAL_CASES)]

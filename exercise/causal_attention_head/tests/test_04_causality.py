@@ -7,15 +7,15 @@ import torch
 from exercise.causal_attention_head.checks import answers_and_gate, drawn_qkv, require_attention
 from sandbox.kit import contracted_jvps, differs, finite_difference_jvps, gradient_agrees
 from sandbox.failures import StudentCodeError
+from exercise.causal_attention_head.groups import graded
 
 # (B, T, d_k): T = 1 (only the own position), short and long, one sequence and three, d_k = 1.
 CASES = [(2, 1, 3), (2, 6, 4), (1, 9, 1), (3, 17, 6)]
 
 
-@pytest.mark.points(15)
+@graded
 @pytest.mark.parametrize("case", CASES, ids=[f"B{B}-T{T}-d{d}" for B, T, d in CASES])
 def test_autograd_sees_no_future(student, draws, case):
-    """Autograd: d out[t] / d q[s], k[s], v[s] is zero for every later s, and not for s = t"""
     B, T, d_k = case
     label = ("causality", case)
     (q, k, v), = drawn_qkv(draws, label, "float64", cases=[case])

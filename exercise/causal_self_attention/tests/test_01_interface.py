@@ -2,14 +2,14 @@
 import pytest
 
 from exercise.causal_self_attention.reference import right_padding
+from exercise.causal_self_attention.groups import graded
 
 LINEAR = "torch.nn.modules.linear.Linear"
 
 
-@pytest.mark.points(5)
+@graded
 @pytest.mark.parametrize("dim,n_heads", [(24, 4), (8, 1)], ids=["dim24-h4", "dim8-h1"])
 def test_layers(student, dim, n_heads):
-    """__init__(dim, n_heads) builds self.qkv and self.proj as nn.Linear"""
     module = student.new(dim, n_heads)
     problems = []
     for name, weight, bias, spelled in (("qkv", (3 * dim, dim), (3 * dim,), "nn.Linear(dim, 3 * dim)"),
@@ -31,10 +31,9 @@ def test_layers(student, dim, n_heads):
         pytest.fail(f"with dim={dim}, n_heads={n_heads}:\n" + "\n".join(problems))
 
 
-@pytest.mark.points(5)
+@graded
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_output_shape(student, draws, dtype):
-    """forward(x) and forward(x, key_padding_mask) return a tensor shaped like x"""
     module = student.new(24, 4, dtype=dtype)
     x = draws.normal(2, 5, 24, label=("shape", dtype), dtype=dtype)
     masks = (None, right_padding([5, 3], 5))

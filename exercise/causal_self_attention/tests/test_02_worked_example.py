@@ -11,6 +11,7 @@ import torch
 
 from exercise.causal_self_attention.checks import (DTYPES, LONG_T, SHAPE_IDS, SHAPES, compare, describe_case,
                                                    random_input)
+from exercise.causal_self_attention.groups import graded
 
 
 def equal_score_weights(dim: int, n_heads: int, g: torch.Generator) -> dict[str, torch.Tensor]:
@@ -40,10 +41,9 @@ INPUTS = ((1, 1), (3, 9), (1, LONG_T))   # (B, T)
 CASES = [(shape, i) for shape, i in zip(SHAPES, SHAPE_IDS) if shape[0] // shape[1] > 1]
 
 
-@pytest.mark.points(10)
+@graded
 @pytest.mark.parametrize("dim,n_heads", [c for c, _ in CASES], ids=[i for _, i in CASES])
 def test_equal_scores_average_the_past(student, draws, written_by_hand, gated, dim, n_heads):
-    """With every score equal, position t outputs proj(mean of v over keys 0..t)"""
     for dtype in ("float32", "float64"):
         _check_equal_scores(student, draws, dim, n_heads, dtype)
 

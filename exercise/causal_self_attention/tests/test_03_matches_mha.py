@@ -4,6 +4,7 @@ import pytest
 from exercise.causal_self_attention import reference
 from exercise.causal_self_attention.checks import (BATCHES, SHAPE_IDS, SHAPES, compare, describe_case,
                                                    new_module)
+from exercise.causal_self_attention.groups import graded
 
 # Every shape in both dtypes (one case per shape: fewer cases cost less of pytest's own time per
 # grade) in eval mode, and two cases in training mode: the exercise has no dropout, so the layer
@@ -13,10 +14,9 @@ CASES = [(dim, h, BOTH, False) for dim, h in SHAPES] + [(24, 4, ("float32",), Tr
 IDS = SHAPE_IDS + ["dim24-h4-float32-train", "dim8-h1-float64-train"]
 
 
-@pytest.mark.points(30)
+@graded
 @pytest.mark.parametrize("dim,n_heads,dtypes,train", CASES, ids=IDS)
 def test_matches_multihead_attention(student, draws, written_by_hand, dim, n_heads, dtypes, train):
-    """Same output as nn.MultiheadAttention with your weights copied in"""
     failures = []
     for dtype in dtypes:
         label = ("mha", dim, n_heads, dtype, train)

@@ -6,6 +6,7 @@ from exercise.causal_self_attention import reference
 from exercise.causal_self_attention.checks import (LONG_T, SHAPE_IDS, SHAPES, compare, describe_case, new_module,
                                                    padding_patterns)
 from sandbox.kit import differs
+from exercise.causal_self_attention.groups import graded
 
 # Property cases: one head and one sequence, 3 and 4 heads, 8 heads past any fixed buffer (four
 # cases, so that each case's share of the points is a round number).
@@ -13,10 +14,9 @@ PROPERTY_CASES = [(24, 4, 3, 6), (8, 1, 1, 9), (12, 3, 3, 17), (32, 8, 3, LONG_T
 PROPERTY_IDS = [f"dim{d}-h{h}-B{B}-T{T}" for d, h, B, T in PROPERTY_CASES]
 
 
-@pytest.mark.points(12)
+@graded
 @pytest.mark.parametrize("dim,n_heads", SHAPES, ids=SHAPE_IDS)
 def test_padding_matches_multihead_attention(student, draws, written_by_hand, dim, n_heads):
-    """With right padding, every position matches nn.MultiheadAttention"""
     for dtype in ("float32", "float64"):
         label = ("padding", dim, n_heads, dtype)
         module, weights = new_module(student, dim, n_heads, dtype=dtype, seed=draws.integer(0, 2 ** 40, *label))
@@ -33,10 +33,9 @@ def _lengths(B: int, T: int) -> list[int]:
     return [max(T // 2, 1)] if B == 1 else ([3, T, 1] + [T] * (B - 3))[:B]
 
 
-@pytest.mark.points(4)
+@graded
 @pytest.mark.parametrize("dim,n_heads,B,T", PROPERTY_CASES, ids=PROPERTY_IDS)
 def test_all_true_mask_equals_no_mask(student, draws, gated, dim, n_heads, B, T):
-    """A mask with no padding gives the same output as no mask"""
     module = student.new(dim, n_heads)
     x = draws.normal(B, T, dim, label=("all-true", dim, n_heads, B, T))
     everything = torch.ones(B, T, dtype=torch.bool)
@@ -48,10 +47,9 @@ def test_all_true_mask_equals_no_mask(student, draws, gated, dim, n_heads, B, T)
                     f"(your forward(x) is the expected side)\n{problem}")
 
 
-@pytest.mark.points(4)
+@graded
 @pytest.mark.parametrize("dim,n_heads,B,T", PROPERTY_CASES, ids=PROPERTY_IDS)
 def test_padded_inputs_do_not_reach_real_positions(student, draws, gated, dim, n_heads, B, T):
-    """Changing the inputs at padded positions changes no real position's output"""
     module = student.new(dim, n_heads)
     lengths = _lengths(B, T)
     x = draws.normal(B, T, dim, label=("padded-inputs", dim, n_heads, B, T))

@@ -6,6 +6,7 @@ from exercise.causal_self_attention import reference
 from exercise.causal_self_attention.checks import LONG_T, finite_difference_jvps, gradient_agrees
 from sandbox.kit import differs
 from sandbox.failures import StudentCodeError
+from exercise.causal_self_attention.groups import graded
 
 # (dim, n_heads, B, T, real lengths or None): one head with and without padding, one sequence, the
 # first sequence padded, T past 8 (where a cached mask may end), head_dim 1.
@@ -24,10 +25,9 @@ def _masking(lengths) -> str:
     return "all-True mask" if lengths == "all" else "padding " + "_".join(map(str, lengths))
 
 
-@pytest.mark.points(12)
+@graded
 @pytest.mark.parametrize("case", JACOBIAN_CASES, ids=[_case_id(c) for c in JACOBIAN_CASES])
 def test_autograd_sees_no_future(student, draws, gated, case):
-    """Autograd: d out[t] / d x[s] is zero for every later s, and non-zero for s = t"""
     dim, n_heads, B, T, lengths = case
     module = student.new(dim, n_heads)
     x = draws.normal(B, T, dim, label=("jacobian", case))
@@ -88,10 +88,9 @@ PERTURB_CASES = [(24, 4, 2, 6, None), (12, 3, 3, 7, "all"), (8, 1, 1, 12, None),
 PERTURB_POSITIONS = 16   # replacement points s drawn for the long case (every s up to T = 40)
 
 
-@pytest.mark.points(8)
+@graded
 @pytest.mark.parametrize("case", PERTURB_CASES, ids=[_case_id(c) for c in PERTURB_CASES])
 def test_changing_later_inputs_changes_no_earlier_output(student, draws, gated, case):
-    """Replacing the inputs from position s on leaves every output before s unchanged"""
     dim, n_heads, B, T, lengths = case
     module = student.new(dim, n_heads)
     x = draws.normal(B, T, dim, label=("perturb", case))

@@ -7,15 +7,15 @@ from exercise.causal_self_attention.checks import DTYPES
 from exercise.causal_self_attention.readout import layouts
 from exercise.causal_self_attention.reference import PARAM_NAMES, random_weights
 from sandbox.kit import differs
+from exercise.causal_self_attention.groups import graded
 
 STATED = {"qkv.weight": lambda d: (3 * d, d), "qkv.bias": lambda d: (3 * d,),
           "proj.weight": lambda d: (d, d), "proj.bias": lambda d: (d,)}
 
 
-@pytest.mark.points(10)
+@graded
 @pytest.mark.parametrize("n_heads", [1, 2, 4, 8])
 def test_parameter_count(student, draws, loosely_gated, n_heads):
-    """4 * dim * dim + 4 * dim parameters, the same for every n_heads"""
     # two widths per head count, drawn: no width is the one the count is taken at
     for dim in draws.shuffled(WIDTHS, "parameters", n_heads)[:2]:
         _check_count(student, draws, dim, n_heads)

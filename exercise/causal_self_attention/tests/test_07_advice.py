@@ -1,12 +1,11 @@
 """Advice worth no points: a mask made on the CPU whatever the input's device."""
-import pytest
 
 from exercise.causal_self_attention.diagnosis import device_advice
+from exercise.causal_self_attention.groups import graded
 
 
-@pytest.mark.points(0)
+@graded
 def test_runs_on_any_device(student, diagnosis, findings):
-    """Advice: the layer creates its tensors on the input's device"""
     with student.side_allowance(timeouts=1):
         finding = device_advice(student)
     if finding is not None:
