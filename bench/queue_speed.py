@@ -1,7 +1,7 @@
 """Queue grading speed: the same class through one worker and through two, and how long an
 interactive upload waits while a regrade runs.
 
-    .venv/bin/python bench/queue_speed.py [--count 40] [--rounds 2]
+    .venv/bin/python bench/queue_speed.py [--count 40] [--rounds 2] [--backlog 1000]
 
 Starts its own redis-server on a free port of 127.0.0.1 (with deploy/redis.conf) and its own
 `grade worker` processes (one slot each, local sandbox). Generates COUNT submissions as
@@ -10,7 +10,9 @@ bench/batch_speed.py does, then in one run:
    workers and an empty store each time); the median submissions per minute and the ratio;
 2. with two warm, idle workers, one interactive upload (a correct file): its time from submit to
    result; then the same while a regrade of the class keeps both workers busy, and how many of the
-   regrade's results were in by then (a single queue would make it wait for all of them).
+   regrade's results were in by then (a single queue would make it wait for all of them);
+3. BACKLOG more regrade tasks queued at once (distinct copies of a correct file, sent with
+   queue.submit on the regrade lane), then one interactive upload: its time to result.
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2, help="1-worker and 2-worker runs, alternated (at most 7)")
+    parser.add_argument("--backlog", type=int, default=1000, help="regrade tasks queued before the last upload")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="queue-bench-"))
     folder = work / "class"
@@ -79,7 +82,7 @@ def main() -> None:
         db = 0
         for _round in range(args.rounds):
             for count in (1, 2):
-                url = f"redis://127.0.0.1:{server.port}/{db}"  # a store of its own: everything is graded
+                url = f"redis://:{server.password}@127.0.0.1:{server.port}/{db}"  # a store of its own: everything is graded
                 pool = Workers(url, work)
                 pools.append(pool)
                 for i in range(count):
@@ -96,7 +99,7 @@ def main() -> None:
             same = "" if count == 1 else ("yes" if rows[2] == rows[1] else "NO")
             print(f"{count:<8} {median:8.1f} {args.count / median * 60:9.1f} {one / median:6.2f}  {same}", flush=True)
 
-        url = f"redis://127.0.0.1:{server.port}/{db}"
+        url = f"redis://:{server.password}@127.0.0.1:{server.port}/{db}"
         pool = Workers(url, work)
         pools.append(pool)
         for i in range(2):
@@ -113,6 +116,14 @@ def main() -> None:
         print(f"interactive upload, idle workers:          {idle:6.1f} s from submit to result", flush=True)
         print(f"interactive upload, while a regrade runs:  {busy:6.1f} s (the regrade had recorded {graded} of its "
               f"{args.count} results by then)", flush=True)
+        base = (ROOT / "examples" / "correct.py").read_bytes()
+        started = time.monotonic()
+        for n in range(args.backlog):
+            queue.submit(url, base + f"\n# backlog {n}\n".encode(), f"backlog{n}.py", lane="regrade")
+        queued_s = time.monotonic() - started
+        behind = upload_wait(url, "behind the backlog")
+        print(f"interactive upload, {args.backlog} regrade tasks queued: {behind:6.1f} s (queueing them took "
+              f"{queued_s:.1f} s)", flush=True)
     finally:
         for pool in pools:
             pool.kill_all()

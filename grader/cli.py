@@ -582,7 +582,7 @@ def list_requests(store_dir: Path | None, database: str | None, as_json: bool):
 @main.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
-@click.option("--queue", "broker", metavar="redis://HOST:PORT/DB",
+@click.option("--queue", "broker", metavar="redis://HOST:PORT/DB", callback=_check_redis_url,
               help="Hand uploads to the queue's workers (`grade worker`) instead of grading here.")
 @click.option("--tokens", "tokens_file", type=click.Path(path_type=Path, dir_okay=False),
               help="The API's tokens (made by `grade token new`); without it the API answers 401 to all.")
@@ -596,6 +596,12 @@ def list_requests(store_dir: Path | None, database: str | None, as_json: bool):
 @click.option("--callback-backoff", metavar="S,S,...", default="1,2,4,8,16", show_default=True,
               envvar="GRADER_CALLBACK_BACKOFF_S",
               help="Seconds to wait before each retry of a callback that failed; then it is given up.")
+@click.option("--callback-allow", metavar="NET,...", default="", envvar="GRADER_CALLBACK_ALLOW",
+              help="Networks (10.0.0.0/8) or addresses callbacks may also reach; without it, only public "
+                   "addresses (never loopback, private or link-local ones).")
+@click.option("--trusted-proxy", "trusted_proxies", metavar="ADDR,...", default="", envvar="GRADER_TRUSTED_PROXIES",
+              help="The reverse proxies whose X-Forwarded-For names the client (for the page's per-address "
+                   "limit); without it, proxy headers are ignored and the connection's address counts.")
 @click.option("--no-page", is_flag=True, help="No student page: only the API and /healthz.")
 @click.option("--rate-limit", type=click.FloatRange(min=1), default=600, show_default=True, metavar="N",
               help="API requests a minute per token (and a burst of N).")
@@ -604,13 +610,13 @@ def list_requests(store_dir: Path | None, database: str | None, as_json: bool):
 @_secret_option
 @_weak_sandbox_option
 def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, slots: int, sandbox: str,
-          store_dir: Path | None, database: str | None, callback_backoff: str, no_page: bool, rate_limit: float, page_rate_limit: float, secret_file: Path | None,
+          store_dir: Path | None, database: str | None, callback_backoff: str, callback_allow: str,
+          trusted_proxies: str, no_page: bool, rate_limit: float, page_rate_limit: float, secret_file: Path | None,
           allow_weak_sandbox: bool):
     """The HTTP service: API v1 (POST /v1/grades, GET /v1/grades/ID, POST /v1/grades/ID/regrade-requests;
     OpenAPI at /docs), /healthz, and the student page at / (unless --no-page). With --store or
     --database, a restart keeps every grade (one in flight is graded after it, its callback sent),
     and the regrade requests are kept for `grade requests`."""
-    import uvicorn
     try:
         backoff = tuple(float(part) for part in callback_backoff.split(",") if part.strip())
     except ValueError:
@@ -618,8 +624,13 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
     if any(not 0 <= pause <= 3600 for pause in backoff):
         raise click.BadParameter("a comma-separated list of seconds, each 0 to 3600", param_hint="--callback-backoff")
 
-    from grader.service import app as service, engines
+    from grader.service import app as service, callbacks, engines
     from grader.service.tokens import TokenFileError, Tokens
+    try:
+        policy = callbacks.CallbackPolicy(callbacks.allowed_networks(callback_allow))
+        proxies = [str(net) for net in callbacks.allowed_networks(trusted_proxies)]
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--callback-allow or --trusted-proxy") from err
     try:
         tokens = Tokens.load(tokens_file) if tokens_file else None
     except TokenFileError as err:
@@ -628,6 +639,7 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
         from grader import queue as queues
         _queue_secret(secret_file)
         sandbox = _queued_sandbox(sandbox)
+        _check_queue_answers(broker)
     else:  # with a queue, the workers' operator decides their sandbox
         _refuse_weak_sandbox(sandbox, allow=allow_weak_sandbox, serving=True)
     # The tokens and the store are the service's: no submission graded here may read them.
@@ -636,7 +648,7 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
     engine = (engines.Queued(broker=broker, sandbox=sandbox) if broker
               else engines.Embedded(slots=slots, sandbox=sandbox, hidden=private))
     settings = service.Settings(engine=engine, tokens=tokens, store_dir=store_dir, database_url=database,
-                                page=not no_page, callback_backoff_s=backoff,
+                                page=not no_page, callback_backoff_s=backoff, callback_policy=policy,
                                 rate_per_minute=rate_limit, page_uploads_per_minute=page_rate_limit, sandbox=sandbox)
     from grader.service.store import BadDatabase
     try:
@@ -647,7 +659,19 @@ def serve(host: str, port: int, broker: str | None, tokens_file: Path | None, sl
     how = f"queue {queues.shown(broker)}" if broker else f"{slots} warm {sandbox} slot{'s' if slots != 1 else ''}"
     click.echo(f"grade serve on http://{host}:{port} · {how} · {len(tokens) if tokens else 'no'} API token(s)"
                f"{'' if no_page else ' · student page at /'}", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+    from grader.service import server
+    server.run(app, host=host, port=port, trusted_proxies=proxies)
+
+
+def _check_queue_answers(broker: str) -> None:
+    """Refuse to start, in one line, on a queue whose Redis does not answer now."""
+    import redis
+    from grader import queue as queues
+    try:
+        queues.workers_seen(broker, timeout=5)
+    except (redis.RedisError, OSError, ValueError) as err:
+        raise click.ClickException(f"the queue {queues.shown(broker)} does not answer ({err}): start its Redis, "
+                                   "or check --queue") from err
 
 
 @main.group("token")
@@ -672,6 +696,37 @@ def token_new(name: str, tokens_file: Path):
     click.echo(f"signing_secret {record.signing_secret}")
     click.echo(f"made token {record.id} ({text.safe(name, one_line=True)}) in {tokens_file}: keep the token now, "
                "it is not stored", err=True)
+
+
+_existing_tokens_file = click.option("--tokens", "tokens_file", required=True, help="The tokens file.",
+                                     type=click.Path(path_type=Path, dir_okay=False, exists=True))
+
+
+@token_group.command("revoke")
+@click.argument("token_id", metavar="ID")
+@_existing_tokens_file
+def token_revoke(token_id: str, tokens_file: Path):
+    """Remove the token whose id (gt_..., the part before the dot) is ID. A running `grade serve`
+    refuses it from its next request; its grades stay in the database."""
+    from grader.service import tokens
+    try:
+        record = tokens.revoke(tokens_file, token_id.partition(".")[0])
+    except tokens.TokenFileError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"revoked token {record.id} ({text.safe(record.name, one_line=True)}) in {tokens_file}", err=True)
+
+
+@token_group.command("list")
+@_existing_tokens_file
+def token_list(tokens_file: Path):
+    """The tokens in the file: id, name, when made (never the token: the file has only its hash)."""
+    from grader.service import tokens
+    try:
+        found = tokens.listed(tokens_file)
+    except tokens.TokenFileError as err:
+        raise click.ClickException(str(err)) from err
+    for record in found:
+        click.echo(f"{record.id}\t{text.safe(record.name, one_line=True)}\t{record.created}")
 
 
 @main.command("exercises")

@@ -98,21 +98,24 @@ class Pool:
 
     # --- life cycle -------------------------------------------------------------------------
 
-    def warm_up(self) -> None:
+    def warm_up(self) -> int:
         """Start every slot's sandbox now instead of on its first grade (a queue worker waiting for
         work); grades meanwhile wait for their slot. A sandbox that does not start is left to its
-        first grade, which reports it."""
+        first grade, which reports it. How many slots started."""
         slots = [self._take() for _ in range(self.slots)]
+        started = 0
         try:
             for i, slot in enumerate(slots):
                 slots[i] = slot = self._new_slot() if slot is None else slot
                 try:
                     slot.start()
+                    started += 1
                 except SandboxUnavailable:
                     pass
         finally:
             for slot in slots:
                 self._free.put(slot)
+        return started
 
     @property
     def starts(self) -> int:

@@ -52,10 +52,15 @@ def read(path: Path, *, compiles: bool = True, data: bytes | None = None) -> Sub
                       digest if script is data else hashlib.sha256(script).hexdigest())
 
 
+def size_limit(name: str) -> tuple[int, str]:
+    """The most bytes a file called `name` may have, and what kind it is read as (its suffix says)."""
+    return (MAX_NOTEBOOK_BYTES, "notebook") if Path(name).suffix == ".ipynb" else (MAX_SOURCE_BYTES, "source")
+
+
 def read_bytes(path: Path) -> bytes:
     """The file's bytes, read only when it is a regular file within the size limit of its kind: a
     sparse file of hundreds of gigabytes, a FIFO or a device is refused before anything is read."""
-    limit, what = (MAX_NOTEBOOK_BYTES, "notebook") if path.suffix == ".ipynb" else (MAX_SOURCE_BYTES, "source")
+    limit, what = size_limit(path.name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as err:

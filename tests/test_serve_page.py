@@ -171,3 +171,94 @@ def test_chromium_dump_dom_of_a_feedback_page(server, tmp_path):
     assert 'data-status="graded"' in dumped.stdout and 'id="score">100 / 100<' in dumped.stdout
     assert "What went wrong" not in dumped.stdout
     assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+DESKTOP = {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+
+
+def _open_form_and_upload(browser: Browser, server: Server, path: Path) -> None:
+    browser.call("Page.navigate", url=server.url + "/")
+    browser.wait_for("document.readyState === 'complete' && !!document.getElementById('file')", 60)
+    document = browser.call("DOM.getDocument")["root"]["nodeId"]
+    file_input = browser.call("DOM.querySelector", nodeId=document, selector="input[type=file]")["nodeId"]
+    browser.call("DOM.setFileInputFiles", nodeId=file_input, files=[str(path)])
+    browser.evaluate("document.getElementById('submit').click()")
+
+
+def test_every_page_a_student_meets_is_a_page_that_fits_the_screen(server, browser, tmp_path):
+    """Each error a student can meet (a file over its kind's limit, one over the upload limit, a
+    form without a file, an unknown address, too many uploads) is an HTML page in the page's words,
+    never JSON; the form announces the limits it applies; a long file name wraps; the feedback of an
+    unexplained mistake leads with the score and its one sentence, the probes' numbers folded away.
+    Each page is shot at a phone's and a desktop's width (kept in the test's folder)."""
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    browser.call("Page.enable")
+
+    def look(name: str, metrics: dict) -> str:
+        """The page's text, after checking that it is HTML and fits the width; its screenshot kept."""
+        browser.wait_for("document.readyState === 'complete'", 60)
+        assert browser.evaluate("document.contentType") == "text/html", name
+        text = browser.evaluate("document.body.innerText")
+        assert '{"detail"' not in text, (name, text)
+        assert browser.evaluate("document.documentElement.scrollWidth") <= metrics["width"], name
+        for suffix, whole in (("", False), ("-full", True)):  # what the screen shows first, and all of it
+            shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=whole)["data"]
+            (shots / f"{name}-{metrics['width']}{suffix}.png").write_bytes(base64.b64decode(shot))
+        return text
+
+    big_py = tmp_path / "big.py"
+    big_py.write_bytes(b"x = 1\n" + b"#" * (600 * 1024))
+    huge = tmp_path / "huge.ipynb"
+    huge.write_bytes(b"{" + b" " * (17 * 1024 * 1024) + b"}")
+    long_name = tmp_path / ("my_attention_solution_final_version_really_final_" * 3 + ".py")
+    long_name.write_bytes((SUBMISSIONS / "unknown" / "cosine_attention.py").read_bytes())
+    for metrics in (PHONE, DESKTOP):
+        browser.call("Emulation.setDeviceMetricsOverride", **metrics)
+        browser.call("Page.navigate", url=server.url + "/")
+        form = look("form", metrics)
+        assert "a .py of at most 512 KB, or a notebook (.ipynb) of at most 16 MB" in form, form
+
+        _open_form_and_upload(browser, server, big_py)
+        browser.wait_for("!!document.getElementById('error')", 60)
+        assert "the grader takes a .py file of at most 512 KB" in look("too-large-py", metrics)
+
+        _open_form_and_upload(browser, server, huge)
+        browser.wait_for("document.body && document.body.innerText.includes('too large')", 60)
+        assert "The grader takes a .py file of at most 512 KB" in look("too-large-upload", metrics)
+
+        browser.call("Page.navigate", url=server.url + "/no/such/page")
+        assert "does not name a page" in look("not-found", metrics)
+        browser.call("Page.navigate", url=server.url + "/grades")
+        assert "takes uploads from the form only" in look("not-a-page", metrics)
+
+    # A form sent without its file field (a script, an old browser): a page, not FastAPI's 422.
+    bare = httpx.post(server.url + "/grades", data={"exercise": "causal-self-attention"}, timeout=30)
+    assert bare.status_code == 400 and bare.headers["content-type"].startswith("text/html"), bare.text[:300]
+    assert "Choose a file" in bare.text or "Choose your .py" in bare.text
+
+    # The feedback of an unexplained mistake under a long name, at both widths.
+    browser.call("Emulation.setDeviceMetricsOverride", **PHONE)
+    _open_form_and_upload(browser, server, long_name)
+    browser.wait_for("document.getElementById('result') !== null", 240)
+    feedback_url = browser.evaluate("location.href")
+    for metrics in (PHONE, DESKTOP):
+        browser.call("Emulation.setDeviceMetricsOverride", **metrics)
+        browser.call("Page.navigate", url=feedback_url)
+        browser.wait_for("document.getElementById('result') !== null", 60)
+        text = look("feedback-unexplained", metrics)
+        # The score and the one sentence first, before the table and before any probe's numbers.
+        assert text.index("Score") < text.index("Test group"), text[:600]
+        summary = browser.evaluate("document.getElementById('summary').innerText")
+        assert "no mistake in the catalog" in summary and "largest difference" not in summary, summary
+        assert browser.evaluate("document.querySelector('#diagnosis details').open") is False
+        # folded away until the student opens it (each failed case's got / expected comes below the table)
+        assert "largest difference" not in text.partition("What went wrong")[0]
+        assert browser.evaluate("document.querySelector('#summary').compareDocumentPosition("
+                                "document.getElementById('points')) & Node.DOCUMENT_POSITION_FOLLOWING")
+
+    # Too many uploads from one address: a page that says when to come back.
+    answers = [httpx.post(server.url + "/grades", files={"file": ("x.txt", b"no")}, timeout=30) for _ in range(12)]
+    limited = next(a for a in answers if a.status_code == 429)
+    assert limited.headers["content-type"].startswith("text/html") and "try again in" in limited.text
+    print(f"\nscreenshots kept in {shots}")

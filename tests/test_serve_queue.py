@@ -84,3 +84,48 @@ def test_a_result_forged_in_redis_is_a_failed_grade_on_the_service(queue_server,
     assert stack.redis.client.get(f"grader:result:{gid}") is None  # dropped: an upload again grades it
     again = server.grade(token, data, "forged.py")
     assert again["state"] == "done" and summary(again["result"]) == summary(grade(FILES[1]).result)
+
+
+def test_health_tells_the_truth_and_uploads_fail_fast_when_the_queue_goes(tmp_path):
+    """A stack of this test's own: /healthz counts the workers and their warm slots (a worker says
+    ready only once its slots are warm); with its only worker killed it answers 503 and says no
+    worker is seen; with Redis killed it answers 503, and an upload, from the API or the page, is
+    refused within seconds with a message a student can act on, not the connection's error."""
+    import time
+
+    import httpx
+
+    (tmp_path / "stack").mkdir()
+    own = QueueStack(tmp_path / "stack", workers=1, slots=1)
+    tokens = tmp_path / "tokens.json"
+    token = new_token(tokens, "health")
+    server = Server(tmp_path, "--queue", own.broker, "--tokens", str(tokens))
+    try:
+        log = own.workers.log("serve1")
+        assert "serve1@test ready: 1 warm local slot(s)" in log and "serve1@test ready." not in log, log[-2000:]
+        health = server.client.get("/healthz").json()
+        assert (health["status"], health["queue"], health["workers"], health["warm_slots"]) == ("ok", "ok", 1, 1), health
+
+        own.workers.kill("serve1")
+        deadline = time.monotonic() + 30
+        while (answer := server.client.get("/healthz")).status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert answer.status_code == 503 and "no worker" in answer.json()["problems"][0], answer.text
+
+        own.redis.kill()
+        answer = server.client.get("/healthz", timeout=15)
+        assert answer.status_code == 503 and answer.json()["problems"] == ["the grading queue does not answer"], answer.text
+        started = time.monotonic()
+        refused = server.upload(token, FILES[0].read_bytes() + b"\n# queue down\n", "down.py")
+        api_s = time.monotonic() - started
+        assert refused.status_code == 503 and "try again in a few minutes" in refused.json()["detail"], refused.text
+        started = time.monotonic()
+        page = httpx.post(f"{server.url}/grades", files={"file": ("down.py", FILES[0].read_bytes() + b"\n# page\n")},
+                          timeout=60)
+        page_s = time.monotonic() - started
+        assert page.status_code == 503 and "text/html" in page.headers["content-type"]
+        assert "try again in a few minutes" in page.text and "Error 111" not in page.text and "Connection refused" not in page.text
+        assert api_s < 30 and page_s < 30, (api_s, page_s)  # was 299 s: the queue client waited out an outage
+    finally:
+        server.stop()
+        own.stop()

@@ -33,6 +33,8 @@ it, and a task that finds its result stored grades nothing. The grader's own key
     grader:running:<id>      the name of the worker grading it; it expires with the lease
     grader:deliveries:<id>   how many times a worker took the task: the poison cap counts these
     grader:alive:<instance>  a worker's heartbeat (every SWEEP_S), gone ALIVE_S after it died
+    grader:workers           every worker instance by the time of its last heartbeat (what /healthz reads)
+    grader:warm:<instance>   its slots ("slots") and one field per worker process whose sandbox is warm
     grader:holders           which worker instance holds each of Celery's unacked delivery tags
 
 The package: config.py (lanes, timings, the lease, the secret, Celery's configuration), store.py
@@ -69,7 +71,7 @@ from grader.queue.config import (
     shown,
     use_secret,
 )
-from grader.queue.store import RedisStore
+from grader.queue.store import RedisStore, workers_seen
 from grader.queue.worker import (
     INSTANCE_ENV,
     NAME_ENV,
@@ -87,7 +89,7 @@ __all__ = ["ALIVE_S", "ANY_SANDBOX", "INSTANCE_ENV", "KEPT_S", "LANES", "LEASE_E
            "QueueUnavailable", "Reaper", "RedisStore", "WorkerRefused", "_task_fields", "app", "app_for",
            "check_worker", "default_name", "grade_id", "lease_s", "lease_too_short", "longest_limit", "opened",
            "queue_id", "result", "run_worker", "seal", "settings", "shown", "signing", "state", "submit",
-           "use_secret"]
+           "use_secret", "workers_seen"]
 
 # For Celery's own tools: `celery -A grader.queue -b redis://HOST:6379/0 inspect active`.
 app = app_for("redis://127.0.0.1:6379/0")

@@ -31,17 +31,20 @@ def grade_id(data: bytes, name: str, *, exercise: str = exercises.DEFAULT, sandb
 
 
 def submit(broker: str, data: bytes, name: str, *, exercise: str = exercises.DEFAULT, sandbox: str | None = None,
-           time_limit: float | None = None, lane: str = "interactive") -> str:
+           time_limit: float | None = None, lane: str = "interactive", outage_s: float = OUTAGE_S) -> str:
     """Enqueue a submission (its bytes and file name) on `lane`; its grade id. `sandbox`: None (the
     default) is graded in whichever sandbox the worker that takes it was started with; a name is a
     request that a worker started with another refuses (an error result). A submission already
     graded under the same id is answered from the store, and one already on its way is not sent twice;
-    an `error` result is never kept: that submission is graded again."""
-    return _submit(broker, data, name, exercise=exercise, sandbox=sandbox, time_limit=time_limit, lane=lane)
+    an `error` result is never kept: that submission is graded again. A Redis that does not answer
+    is waited for up to `outage_s` seconds (a batch rides out a restart; a service answering a
+    student gives up in seconds), then QueueUnavailable."""
+    return _submit(broker, data, name, exercise=exercise, sandbox=sandbox, time_limit=time_limit, lane=lane,
+                   outage_s=outage_s)
 
 
 def _submit(broker: str, data: bytes, name: str, *, exercise: str, sandbox: str | None, time_limit: float | None,
-            lane: str, fresh: bool = False) -> str:
+            lane: str, fresh: bool = False, outage_s: float = OUTAGE_S) -> str:
     if lane not in LANES:
         raise ValueError(f"unknown lane {lane!r}; the lanes are {', '.join(LANES)}")
     exercises.get(exercise)  # an unknown exercise fails here, not on a worker
@@ -53,17 +56,18 @@ def _submit(broker: str, data: bytes, name: str, *, exercise: str, sandbox: str 
     secret = _key()  # no secret: SecretMissing before anything is sent
     gid = grade_id(data, name, exercise=exercise, sandbox=sandbox, time_limit=time_limit)
     store = _store(broker)
+    deadline = time.monotonic() + outage_s
     if fresh:
-        store.forget(gid)
-    stored, _, _ = store.look(gid)
+        store.forget(gid, deadline)
+    stored, _, _ = store.look(gid, deadline)
     if stored is not None:
         try:
             if opened(gid, stored).get("status") != Status.ERROR.value:
                 return gid
         except signing.BadSignature:
             return gid  # whoever waits for it is told, and the forged result is dropped then
-        store.forget(gid)
-    if not store.claim(gid):
+        store.forget(gid, deadline)
+    if not store.claim(gid, deadline):
         return gid
     payload = {"id": gid, "data": base64.b64encode(data).decode(), "name": name, "exercise": exercise,
                "sandbox": sandbox, "time_limit": time_limit, "lane": lane}
@@ -72,15 +76,23 @@ def _submit(broker: str, data: bytes, name: str, *, exercise: str, sandbox: str 
         # argsrepr: what Celery's events (Flower) and logs show of the task, not the student's code
         app_for(broker).send_task(TASK, args=[payload], queue=lane, routing_key=lane, retry=True,
                                   argsrepr=f"{name!r} id={gid[:12]} lane={lane}", kwargsrepr="{}",
-                                  retry_policy={"max_retries": int(OUTAGE_S // 2), "interval_start": 0,
-                                                "interval_step": 0.5, "interval_max": 2})
+                                  retry_policy={"max_retries": _retries_within(deadline - time.monotonic()),
+                                                "interval_start": 0, "interval_step": 0.5, "interval_max": 2})
     except Exception as err:  # noqa: BLE001  (kombu's errors are many; each means the task was not sent)
         try:
-            store.forget(gid)
+            store.forget(gid, time.monotonic() + 2)
         except QueueUnavailable:
             pass
         raise QueueUnavailable(f"the task could not be sent to {shown(broker)}: {err}") from err
     return gid
+
+
+def _retries_within(seconds: float) -> int:
+    """How many of kombu's retries (after 0, 0.5, 1, 1.5, then every 2 s) fit in `seconds`."""
+    retries, waited, pause = 0, 0.0, 0.0
+    while waited + pause <= seconds:
+        waited, retries, pause = waited + pause, retries + 1, min(pause + 0.5, 2.0)
+    return max(0, retries - 1)
 
 
 def state(broker: str, grade_id: str) -> JobState:

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import os
 import time
+from typing import cast
 
 import redis
 
 
-from grader.queue.config import KEPT_S, OUTAGE_S, RESEND_S, QueueUnavailable, _apps_lock, lease_s
+from grader.queue.config import ALIVE_S, KEPT_S, OUTAGE_S, RESEND_S, QueueUnavailable, _apps_lock, lease_s
 
 
 # --- the store ------------------------------------------------------------------------------
@@ -43,24 +44,24 @@ class RedisStore:
         stored, running, queued = self.call(read, deadline)
         return stored, bool(running), bool(queued)
 
-    def claim(self, gid: str) -> bool:
+    def claim(self, gid: str, deadline: float | None = None) -> bool:
         """Mark `gid` as on its way; False when it already was, within RESEND_S (a task sent
         longer ago than that and still not done is sent again: it may have been lost)."""
         key, now = f"grader:queued:{gid}", time.time()
-        if self.call(lambda r: r.set(key, now, nx=True, ex=KEPT_S)):
+        if self.call(lambda r: r.set(key, now, nx=True, ex=KEPT_S), deadline):
             return True
-        since = self.call(lambda r: r.get(key))
+        since = self.call(lambda r: r.get(key), deadline)
         if since is not None and now - float(since) < RESEND_S:
             return False
-        self.call(lambda r: r.set(key, now, ex=KEPT_S))
+        self.call(lambda r: r.set(key, now, ex=KEPT_S), deadline)
         return True
 
     def drop_result(self, gid: str) -> None:
         self.call(lambda r: r.delete(f"grader:result:{gid}"))
 
-    def forget(self, gid: str) -> None:
+    def forget(self, gid: str, deadline: float | None = None) -> None:
         """Drop what is known of `gid`, so that it is graded again (an error, or a forced regrade)."""
-        self.call(lambda r: r.delete(*(f"grader:{k}:{gid}" for k in ("result", "queued", "deliveries"))))
+        self.call(lambda r: r.delete(*(f"grader:{k}:{gid}" for k in ("result", "queued", "deliveries"))), deadline)
 
     def delivered(self, gid: str) -> int:
         """Count one more delivery of `gid`'s task; the count so far."""
@@ -81,6 +82,38 @@ class RedisStore:
             pipe.delete(f"grader:queued:{gid}", f"grader:running:{gid}")
             return pipe.execute()[0]
         return bool(self.call(write))
+
+
+WORKERS = "grader:workers"   # sorted set: worker instance -> the time of its last heartbeat
+
+
+def warm_key(instance: str) -> str:
+    """A worker's hash of its warm slots: field "slots" (how many it runs), and one field per worker
+    process whose warm sandbox is up (its pid). Kept alive by the worker's heartbeat."""
+    return f"grader:warm:{instance}"
+
+
+_probes: dict[str, redis.Redis] = {}
+
+
+def workers_seen(broker: str, timeout: float = 2.0) -> list[tuple[str, int, int]]:
+    """(instance, slots, warm slots) for each worker whose heartbeat is fresh, asked of Redis once,
+    without waiting out an outage: redis.ConnectionError or TimeoutError when it does not answer."""
+    with _apps_lock:
+        probe = _probes.get(broker)
+        if probe is None:
+            probe = _probes[broker] = redis.Redis.from_url(broker, socket_timeout=timeout,
+                                                           socket_connect_timeout=timeout)
+    members = cast(list[bytes], probe.zrangebyscore(WORKERS, time.time() - ALIVE_S, "+inf"))
+    alive = [m.decode() for m in members]
+    pipe = probe.pipeline()
+    for instance in alive:
+        pipe.hgetall(warm_key(instance))
+    seen = []
+    for instance, fields in zip(alive, pipe.execute()):
+        slots = int(fields.pop(b"slots", b"0") or 0)
+        seen.append((instance, slots, min(slots, len(fields))))
+    return seen
 
 
 _stores: dict[tuple[int, str], RedisStore] = {}

@@ -27,13 +27,14 @@ from sandbox.errors import GraderError
 from grader.queue import config
 from grader.queue.config import (ALIVE_S, POISON_ENV, RETRIES, SWEEP_S, TASK, _key, _task_fields, app_for,
                                   lease_too_short, log, longest_limit, opened, seal)
-from grader.queue.store import RedisStore, _store
+from grader.queue.store import WORKERS, RedisStore, _store, warm_key
 
 
 # --- the worker -----------------------------------------------------------------------------
 
 _worker_sandbox = grading.DEFAULT_SANDBOX
 _worker_instance = ""
+_worker_broker = ""
 _pools: dict[str, Pool] = {}
 INSTANCE_ENV = "GRADER_WORKER_INSTANCE"   # what a worker's warm containers are labelled with
 NAME_ENV = "GRADER_WORKER_NAME"
@@ -71,13 +72,13 @@ def run_worker(broker: str, *, slots: int, sandbox: str, lanes: list[str], name:
     grading one submission at a time in its own warm sandbox (the one named here, whatever a task
     asks for); returns when the worker stops. Its reaper (a thread) keeps its heartbeat, puts back
     the tasks of workers that died and removes their warm containers."""
-    global _worker_sandbox, _worker_instance
+    global _worker_sandbox, _worker_instance, _worker_broker
     check_worker()
     name = name or default_name()
-    _worker_sandbox = sandbox
+    _worker_sandbox, _worker_broker = sandbox, broker
     _worker_instance = f"{name}#{os.getpid()}-{os.urandom(4).hex()}"
     os.environ.update({INSTANCE_ENV: _worker_instance, NAME_ENV: name, QUEUE_ENV: queue_id(broker)})
-    reaper = Reaper(broker, _worker_instance, sandbox)
+    reaper = Reaper(broker, _worker_instance, sandbox, slots=slots, name=name)
     try:
         reaper.beat()  # alive before any warm container is labelled with it
         if sandbox == "docker":
@@ -95,12 +96,17 @@ class Reaper(threading.Thread):
     it puts back on their queue the tasks they held (Celery's unacked delivery tags, recorded in
     grader:holders as each task is received) and, every CONTAINER_SWEEP_S, removes the warm
     containers labelled with them. It acts only after its own heartbeat went through for ALIVE_S
-    without a break, so that a Redis that was away does not make live workers look dead."""
+    without a break, so that a Redis that was away does not make live workers look dead.
+
+    The heartbeat also says how many slots the worker runs and how many are warm (grader:warm:<instance>,
+    which each worker process fills in once its sandbox is up): what the service's /healthz counts.
+    The worker's "ready" line is logged once every slot is warm, when it can grade at once."""
     CONTAINER_SWEEP_S = 30.0
 
-    def __init__(self, broker: str, instance: str, sandbox: str):
+    def __init__(self, broker: str, instance: str, sandbox: str, *, slots: int = 1, name: str = ""):
         super().__init__(name="grade-reaper", daemon=True)
         self.broker, self.instance, self.sandbox = broker, instance, sandbox
+        self.slots, self.worker_name, self.announced = slots, name or instance, False
         self.redis = redis.Redis.from_url(broker, socket_timeout=10, socket_connect_timeout=5)
         self._since: float | None = None
         self._containers_swept = 0.0
@@ -111,7 +117,18 @@ class Reaper(threading.Thread):
             "end return 0")
 
     def beat(self) -> None:
-        self.redis.set(f"grader:alive:{self.instance}", time.time(), ex=ALIVE_S)
+        now = time.time()
+        pipe = self.redis.pipeline()
+        pipe.set(f"grader:alive:{self.instance}", now, ex=ALIVE_S)
+        pipe.zadd(WORKERS, {self.instance: now})
+        pipe.zremrangebyscore(WORKERS, "-inf", now - 86400)
+        pipe.hset(warm_key(self.instance), "slots", self.slots)
+        pipe.expire(warm_key(self.instance), ALIVE_S)
+        pipe.hlen(warm_key(self.instance))
+        warm = min(self.slots, int(pipe.execute()[-1]) - 1)
+        if warm >= self.slots and not self.announced:
+            self.announced = True
+            log.info("worker %s ready: %d warm %s slot(s)", self.worker_name, warm, self.sandbox)
 
     def run(self) -> None:
         while True:
@@ -183,7 +200,20 @@ def _pool(sandbox: str) -> Pool:
 def _warm_up(**_) -> None:
     """Each worker process starts its warm sandbox as it starts (beside: Celery waits only seconds
     for a new process to say it is up), so that the first upload it takes does not wait for it."""
-    threading.Thread(target=_pool(_worker_sandbox).warm_up, daemon=True).start()
+    threading.Thread(target=_warm_and_say, daemon=True).start()
+
+
+def _warm_and_say() -> None:
+    """Start this process's warm sandbox, then record in the worker's warm hash that it is up."""
+    if not _pool(_worker_sandbox).warm_up():
+        log.error("worker process %d: its %s sandbox did not start; its first grade tries again and reports "
+                  "why", os.getpid(), _worker_sandbox)
+        return
+    if _worker_broker and _worker_instance:
+        try:
+            _store(_worker_broker).call(lambda r: r.hset(warm_key(_worker_instance), str(os.getpid()), time.time()))
+        except Exception as err:  # noqa: BLE001  (only the count /healthz shows is missing)
+            log.warning("worker process %d: could not record its warm sandbox: %s", os.getpid(), err)
 
 
 @signals.worker_process_shutdown.connect
@@ -197,6 +227,9 @@ def _one_line_per_grade(**_) -> None:
     """Celery's own lines for each task (received, succeeded) go; the grader's line says it all."""
     for name in ("celery.worker.strategy", "celery.app.trace"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # Celery's "NAME ready." comes as soon as it consumes, before any sandbox is warm: the
+    # reaper's "worker NAME ready: N warm slot(s)" replaces it.
+    logging.getLogger("celery.apps.worker").addFilter(lambda record: record.msg != "%s ready.")
 
 
 @shared_task(name=TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)

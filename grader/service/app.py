@@ -8,7 +8,8 @@
     GET  /v1/grades?since=T[&cursor=C][&limit=N]   -> {"grades": [...], "next": C or null}: this
                            token's grades whose state changed after T (Unix time), oldest first
     POST /v1/grades/{id}/regrade-requests   JSON {"reason"} -> 201 the request, listed by `grade requests`
-    GET  /healthz          -> {"status": "ok", "database": "ok"}; 503 when the database does not answer
+    GET  /healthz          -> {"status": "ok", "database": "ok", ...the engine's}; 503 with "problems"
+                           when grading cannot happen (database, queue, no worker, sandbox)
     GET  /  and /grades/…  the student page (no token; off with --no-page)
 
 A token sees only the grades it made: another's id answers 404, as an unknown one does. Auth and
@@ -23,14 +24,16 @@ import contextlib
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, File, Form, HTTPException, Query, Request, Security, UploadFile
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security import HTTPBearer
+from starlette.requests import ClientDisconnect
 
 from grader.errors import GraderError
 import exercise as exercises
@@ -38,7 +41,7 @@ from grader import __version__, formats, grading, keys
 from grader import submission as submissions
 from grader.pool import failed_result
 from grader.result import GradeResult, JobState, Status
-from grader.service import callbacks, engines, student_page
+from grader.service import callbacks, engines, fairness, student_page
 from grader.service.throttle import BodyLimit, RateLimiter
 from grader.service.store import (
     MAX_PAGE,
@@ -56,6 +59,7 @@ from grader.service.tokens import Token, Tokens
 MAX_BODY_BYTES = submissions.MAX_NOTEBOOK_BYTES + 64 * 1024
 FOLLOW_WAIT_S = 30.0          # one wait for a result; waited again while the grade is still on its way
 FOLLOW_GIVE_UP_S = 6 * 3600   # a grade with no result after this long is recorded as failed
+DISPATCH_RETRY_S = 5.0        # an engine that refused a waiting upload is tried again after this
 SUFFIXES = grading.SUBMISSION_SUFFIXES
 
 log = logging.getLogger("grader.service")
@@ -74,6 +78,8 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES
     sandbox: str = grading.DEFAULT_SANDBOX
     callback_backoff_s: tuple[float, ...] = callbacks.BACKOFF_S
+    callback_policy: callbacks.CallbackPolicy = callbacks.CallbackPolicy()  # public addresses only
+    backlog: int = 1000                 # uploads waiting for a slot, at most; beyond, 503
 
 
 class UploadError(GraderError):
@@ -81,8 +87,10 @@ class UploadError(GraderError):
 
 
 class Service:
-    """The grades in flight and finished: uploads go to the engine, a follower waits for each job's
-    result, records it for every grade waiting on it, and sends their callbacks."""
+    """The grades in flight and finished. An upload waits in the fair queue (fairness.FairQueue)
+    until a slot is free for its client, then goes to the engine; a follower waits for each job's
+    result, records it for every grade waiting on it, charges the slot time to the client, and
+    sends the callbacks."""
 
     def __init__(self, settings: Settings):
         self.settings, self.engine = settings, settings.engine
@@ -90,43 +98,43 @@ class Service:
                                 legacy_folder=settings.store_dir)
         self.waiting: dict[str, list[Grade]] = {}   # engine job -> the grades it answers
         self.by_key: dict[str, str] = {}             # grading key -> the job grading it now
+        self.held: dict[str, list[Grade]] = {}       # grading key -> its grades, waiting in the fair queue
+        self.fair = fairness.FairQueue(vouched=lambda client: not client.startswith("page:"))
+        self._clients: dict[str, str] = {}           # grading key -> the client whose slot grades it
+        self._slots = 1                              # the engine's slots, as last asked
         # Followers block on the engine's result; their own threads keep the event loop's free.
         self._followers = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="follow")
         self._tasks: set[asyncio.Task] = set()   # followers and callbacks: kept so none is collected
+        self._retry: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
         """Pick up what an earlier run left unfinished: a grade whose job may still answer (the
-        queue) is followed again, any other is graded again from its stored upload (an embedded
-        pool's jobs died with it); callbacks not yet delivered are sent."""
-        loop = asyncio.get_running_loop()
+        queue) is followed again, any other waits in the fair queue to be graded again from its
+        stored upload (an embedded pool's jobs died with it); callbacks not yet delivered are sent."""
+        await self._ask_slots()
         for grade in self.store.unfinished():
-            if not (grade.job and isinstance(self.engine, engines.Queued)):
-                data = self.store.upload_of(grade)
-                job = self.by_key.get(grade.key)
-                if data is None:
-                    self.store.finish(grade, JobState.FAILED, failed_result(
-                        grade.name, "the service restarted before this grade finished; upload the file again",
-                        exercise=grade.exercise, sandbox=self.settings.sandbox))
-                    continue
-                if job is None:
-                    try:
-                        job = await loop.run_in_executor(None, partial(self.engine.submit, data, grade.name,
-                                                                       exercise=grade.exercise))
-                    except engines.EngineBusy:
-                        continue  # left unfinished, with its upload: the next start grades it
-                self.store.set_job(grade, job)
-            assert grade.job is not None  # followed again, or just submitted
-            if grade.job in self.waiting:
-                self.waiting[grade.job].append(grade)
+            client = f"restart:{grade.owner}"
+            if grade.job and isinstance(self.engine, engines.Queued):
+                self.fair.start(client)
+                self._follow(grade.job, [grade], client)
+            elif grade.key in self.held:
+                self.held[grade.key].append(grade)
+            elif self.store.upload_of(grade) is None:
+                self.store.finish(grade, JobState.FAILED, failed_result(
+                    grade.name, "the service restarted before this grade finished; upload the file again",
+                    exercise=grade.exercise, sandbox=self.settings.sandbox))
             else:
-                self.by_key[grade.key] = grade.job
-                self._follow(grade.job, grade)
+                self.held[grade.key] = [grade]
+                self.fair.add(client, grade.key)
+        await self._dispatch()
         for callback in self.store.pending_callbacks():
             pending = self.store.grade_by_id(callback.grade_id)
             if pending is not None and pending.finished:
                 self._send(pending, callback)
 
     async def close(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
         for task in list(self._tasks):
             task.cancel()
         self._followers.shutdown(wait=False, cancel_futures=True)
@@ -136,17 +144,23 @@ class Service:
     # --- uploads ----------------------------------------------------------------------------
 
     async def upload(self, data: bytes, name: str, *, owner: str, exercise: str, fmt: str = "native",
-                     callback_url: str | None = None) -> Grade:
+                     callback_url: str | None = None, client: str | None = None) -> Grade:
         """A grade for this upload: answered from the stored result, attached to the same upload
-        being graded now, or sent to the engine. Raises UploadError or engines.EngineBusy."""
+        being graded or waiting now, sent to the engine when `client` (who is charged for its slot
+        time; default: the owner) may have a slot now, else queued fairly behind the others.
+        Raises UploadError, or engines.EngineBusy when it cannot be graded now."""
         if not name.lower().endswith(SUFFIXES):
             raise UploadError(f"upload a .py or .ipynb file (this one is called {name!r})")
         if exercise not in exercises.all_exercises():
             raise UploadError(f"unknown exercise {exercise!r}; known: {', '.join(sorted(exercises.all_exercises()))}")
         if fmt not in formats.FORMATS:
             raise UploadError(f"unknown format {fmt!r}; known: {', '.join(formats.FORMATS)}")
-        if callback_url is not None and not callbacks.valid_url(callback_url):
-            raise UploadError("callback_url must be an absolute http or https URL")
+        if callback_url is not None:
+            try:
+                await self.settings.callback_policy.address(callback_url)
+            except callbacks.CallbackRefused as err:
+                raise UploadError(str(err)) from err
+        client = client or f"token:{owner}"
         key = keys.upload_key(data, name, exercise=exercise, sandbox=self.settings.sandbox, time_limit=None)
         fields: dict[str, Any] = dict(owner=owner, key=key, name=name, exercise=exercise, format=fmt, callback_url=callback_url)
         stored = self.store.stored_result(key)
@@ -155,24 +169,91 @@ class Service:
             self._finish([grade], stored)
             return grade
         job = self.by_key.get(key)
-        if job is None:
-            loop = asyncio.get_running_loop()
-            job = await loop.run_in_executor(None, partial(self.engine.submit, data, name, exercise=exercise))
-            self.by_key.setdefault(key, job)
-        grade = self.store.new_grade(**fields, job=job, upload=data)
-        if job in self.waiting:  # the same upload is being graded now (the queue gives it the same job)
+        if job is not None:  # the same upload is being graded now
+            grade = self.store.new_grade(**fields, job=job, upload=data)
             self.waiting[job].append(grade)
-        else:
-            self._follow(job, grade)
+            return grade
+        if key in self.held:  # the same upload waits for a slot
+            grade = self.store.new_grade(**fields, upload=data)
+            self.held[key].append(grade)
+            return grade
+        loop = asyncio.get_running_loop()
+        if self.fair.could_start(client, self._slots):
+            self.fair.start(client)
+            try:
+                job = await loop.run_in_executor(None, partial(self.engine.submit, data, name, exercise=exercise))
+            except BaseException:
+                self.fair.finished(client, 0.0)
+                raise
+            grade = self.store.new_grade(**fields, job=job, upload=data)
+            self._follow(job, [grade], client)
+            return grade
+        if len(self.fair) >= self.settings.backlog:
+            raise engines.EngineBusy(f"{len(self.fair)} uploads are waiting to be graded; try again in a few minutes")
+        _, problem = await loop.run_in_executor(None, self.engine.health)
+        if problem:
+            raise engines.EngineBusy.unavailable(problem)
+        grade = self.store.new_grade(**fields, upload=data)
+        self.held[key] = [grade]
+        self.fair.add(client, key)
+        await self._dispatch()  # the engine may have more slots than last asked (a queue's new workers)
         return grade
 
-    def _follow(self, job: str, grade: Grade) -> None:
-        self.waiting[job] = [grade]
-        self._spawn(self._wait_for(job, grade.key))
+    async def _ask_slots(self) -> None:
+        self._slots = max(1, await asyncio.get_running_loop().run_in_executor(None, self.engine.slots))
+
+    async def _dispatch(self) -> None:
+        """Send the engine the waiting uploads the fair queue picks, while slots are free. An
+        engine that refuses one (the queue is away) leaves it first in line, tried again soon."""
+        if not len(self.fair):
+            return
+        await self._ask_slots()
+        loop = asyncio.get_running_loop()
+        while (chosen := self.fair.next(self._slots)) is not None:
+            client, key = chosen
+            grades = self.held.pop(key)
+            data = self.store.upload_of(grades[0])
+            if data is None:  # finished meanwhile (cannot happen while held), or stored without bytes
+                self.fair.finished(client, 0.0)
+                self._finish(grades, failed_result(grades[0].name, "the upload was lost before it was graded; "
+                                                   "upload the file again", exercise=grades[0].exercise,
+                                                   sandbox=self.settings.sandbox))
+                continue
+            try:
+                job = await loop.run_in_executor(None, partial(self.engine.submit, data, grades[0].name,
+                                                               exercise=grades[0].exercise))
+            except engines.EngineBusy as err:
+                self.fair.finished(client, 0.0)
+                self.fair.add(client, key, first=True)
+                self.held[key] = grades + self.held.pop(key, [])
+                log.warning("a waiting upload could not be sent to the engine (%s); trying again in %g s",
+                            err, DISPATCH_RETRY_S)
+                if self._retry is None:
+                    self._retry = loop.call_later(DISPATCH_RETRY_S, self._retry_dispatch)
+                return
+            for grade in grades:
+                self.store.set_job(grade, job)
+            self._follow(job, grades, client)
+
+    def _retry_dispatch(self) -> None:
+        self._retry = None
+        self._spawn(self._dispatch())
+
+    def _follow(self, job: str, grades: list[Grade], client: str) -> None:
+        """Wait for `job`'s result for these grades, `client` holding a slot meanwhile. A job already
+        followed (the queue gives the same upload the same job) takes them, and the slot goes back."""
+        if job in self.waiting:
+            self.waiting[job].extend(grades)
+            self.fair.finished(client, 0.0)
+            return
+        self.waiting[job] = list(grades)
+        self.by_key[grades[0].key] = job
+        self._clients[grades[0].key] = client
+        self._spawn(self._wait_for(job, grades[0].key))
 
     async def _wait_for(self, job: str, key: str) -> None:
         loop = asyncio.get_running_loop()
-        waited = 0.0
+        waited, began = 0.0, time.monotonic()
         while True:
             try:
                 result = await loop.run_in_executor(self._followers,
@@ -190,7 +271,11 @@ class Service:
             break
         if self.by_key.get(key) == job:
             del self.by_key[key]
+        # the slot's time: the grade's own duration (a queue's wait for a worker is not its slot's)
+        held_s = float(result.get("duration_s") or 0.0) or time.monotonic() - began
+        self.fair.finished(self._clients.pop(key, "?"), held_s)
         self._finish(self.waiting.pop(job, []), result)
+        await self._dispatch()
 
     def _finish(self, grades: list[Grade], result: dict) -> None:
         state = JobState.FAILED if result.get("status") == Status.ERROR else JobState.DONE
@@ -209,7 +294,8 @@ class Service:
         self._spawn(callbacks.deliver(callback.url, document, secret=token.signing_secret, grade_id=grade.id,
                                       delivery_id=callback.id,
                                       attempted=partial(self.store.callback_attempted, callback.id),
-                                      backoff_s=self.settings.callback_backoff_s))
+                                      backoff_s=self.settings.callback_backoff_s,
+                                      policy=self.settings.callback_policy, made=callback.attempts))
 
     def _spawn(self, coroutine) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -223,8 +309,8 @@ class Service:
         if grade.finished:
             return grade.state
         job = grade.job
-        if job is None:  # finished since (the store clears the job with the result): being recorded
-            return JobState.RUNNING
+        if job is None:  # waiting for a slot, or finished since (the store clears the job): being recorded
+            return JobState.QUEUED if grade.key in self.held else JobState.RUNNING
         try:
             state = await asyncio.get_running_loop().run_in_executor(None, self.engine.state, job)
         except KeyError:  # the engine has handed its result over: it is being recorded
@@ -233,17 +319,17 @@ class Service:
             return JobState.QUEUED
         return JobState.RUNNING if state in (JobState.DONE, JobState.FAILED) else state
 
-    def document(self, grade: Grade, state: str | None = None) -> dict:
-        """What GET /v1/grades/ID answers, and what a callback carries."""
+    def document(self, grade: Grade, state: str | None = None, last_callbacks: dict | None = None) -> dict:
+        """What GET /v1/grades/ID answers, and what a callback carries (`last_callbacks`: the
+        grades' latest callbacks, read already for a page of them)."""
         document: dict[str, Any] = {"id": grade.id, "state": state or grade.state, "url": f"/v1/grades/{grade.id}"}
         if grade.result is not None:  # finished
             document["result"] = (grade.result if grade.format == "native"
                                   else formats.to_format(GradeResult.from_dict(grade.result), grade.format))
         if grade.callback_url:
-            sent = self.store.callbacks_of(grade.id)
-            document["callback"] = ({"state": sent[-1].state, "attempts": sent[-1].attempts,
-                                     "last_error": sent[-1].last_error} if sent
-                                    else {"state": "waiting", "attempts": 0, "last_error": None})
+            sent = (last_callbacks if last_callbacks is not None else self.store.last_callbacks([grade.id])).get(grade.id)
+            document["callback"] = ({"state": sent.state, "attempts": sent.attempts, "last_error": sent.last_error}
+                                    if sent else {"state": "waiting", "attempts": 0, "last_error": None})
         return document
 
 
@@ -274,9 +360,13 @@ class ApiGuard:
             address = (scope.get("client") or ("?", 0))[0]
             wait = self.page_rate.allow(address)
             if wait:
-                return await _answer(send, 429, f"too many uploads from your address: try again in "
-                                     f"{math.ceil(wait)} seconds", [(b"retry-after", str(math.ceil(wait)).encode())])
-        await self.app(scope, receive, send)
+                return await _answer(send, 429, f"Too many uploads came from your address: try again in "
+                                     f"{math.ceil(wait)} seconds.", [(b"retry-after", str(math.ceil(wait)).encode())],
+                                     page=True)
+        try:
+            await self.app(scope, receive, send)
+        except ClientDisconnect:
+            pass  # the client went, or its connection was cut (server.GuardedH11): nobody to answer
 
     def _token(self, scope) -> Token | None:
         header = dict(scope.get("headers") or ()).get(b"authorization", b"").decode("latin-1")
@@ -286,11 +376,17 @@ class ApiGuard:
         return self.tokens.check(credentials.strip())
 
 
-async def _answer(send, status: int, detail: str, headers: list) -> None:
-    body = json.dumps({"detail": detail}).encode()
+async def _answer(send, status: int, detail: str, headers: list, *, page: bool = False) -> None:
+    """An answer made before FastAPI sees the request: JSON {"detail"} for a program, or for the
+    student page an HTML page that says the same in its own words."""
+    if page:
+        body = student_page.problem(status, detail or None).encode()
+        kind = [(b"content-type", b"text/html; charset=utf-8"),
+                *((k.lower().encode(), v.encode()) for k, v in student_page.SECURITY_HEADERS.items())]
+    else:
+        body, kind = json.dumps({"detail": detail}).encode(), [(b"content-type", b"application/json")]
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *headers]})
+                "headers": [*kind, (b"content-length", str(len(body)).encode()), *headers]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -313,13 +409,21 @@ def create_app(settings: Settings):
 
     authorized = [Security(bearer)]  # shown on /docs; the check itself is ApiGuard's, before the body is read
 
-    @api.get("/healthz", tags=["service"], responses={503: {"description": "the database does not answer"}})
+    @api.get("/healthz", tags=["service"],
+             responses={503: {"description": "grading cannot happen now: `problems` says why"}})
     async def healthz():
-        """For a load balancer: 200 when the service and its database answer, else 503 and why."""
-        problem = await asyncio.get_running_loop().run_in_executor(None, service.store.healthy)
-        if problem:
-            return JSONResponse({"status": "unavailable", "database": problem}, status_code=503)
-        return {"status": "ok", "database": "ok"}
+        """For a load balancer and an operator: each dependency's state (the database; the queue and
+        the workers seen, or the sandbox), 200 when uploads can be graded, else 503 and why."""
+        loop = asyncio.get_running_loop()
+        database, (engine, engine_problem) = await asyncio.gather(
+            loop.run_in_executor(None, service.store.healthy), loop.run_in_executor(None, service.engine.health))
+        problems = [f"the database does not answer: {database}"] if database else []
+        problems += [engine_problem] if engine_problem else []
+        document = {"status": "unavailable" if problems else "ok", "database": database or "ok", **engine,
+                    "waiting": len(service.fair)}
+        if problems:
+            return JSONResponse({**document, "problems": problems}, status_code=503)
+        return document
 
     @api.post("/v1/grades", status_code=202, tags=["grades"], dependencies=authorized,
               responses={200: {"description": "graded before: the stored result"},
@@ -354,7 +458,8 @@ def create_app(settings: Settings):
             found, after = service.store.since(request.state.token.id, since, cursor, limit)
         except BadCursor as err:
             raise HTTPException(400, str(err)) from err
-        return {"grades": [service.document(grade) for grade in found], "next": after}
+        sent = service.store.last_callbacks([grade.id for grade in found if grade.callback_url])
+        return {"grades": [service.document(grade, last_callbacks=sent) for grade in found], "next": after}
 
     @api.get("/v1/grades/{grade_id}", tags=["grades"], dependencies=authorized,
              responses={404: {"description": "no grade of this token has this id"}})
@@ -387,47 +492,95 @@ def create_app(settings: Settings):
 
     if settings.page:
         _page_routes(api, service, settings)
-    return ApiGuard(BodyLimit(api, settings.max_body_bytes), settings)
+        _page_errors(api)
+
+    async def too_large(scope, send, limit: int) -> None:
+        page = student_page.is_page(scope.get("path", "")) and settings.page
+        # the page says it in its own words (the limit of each kind of file), a program gets the bytes
+        await _answer(send, 413, "" if page else f"the upload is larger than {limit:,} bytes",
+                      [(b"connection", b"close")], page=page)
+    return ApiGuard(BodyLimit(api, settings.max_body_bytes, answer=too_large), settings)
+
+
+def _page_errors(api: FastAPI) -> None:
+    """Every error a page request meets is a page: FastAPI's own (404, 405, a form it cannot read)
+    answer a program with JSON and a student with HTML."""
+    from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    def page(status: int) -> HTMLResponse:
+        return _html(student_page.problem(status), status)
+
+    @api.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, err: StarletteHTTPException):
+        return page(err.status_code) if student_page.is_page(request.url.path) else \
+            await http_exception_handler(request, err)
+
+    @api.exception_handler(RequestValidationError)
+    async def unreadable(request: Request, err: RequestValidationError):
+        return page(400) if student_page.is_page(request.url.path) else \
+            await request_validation_exception_handler(request, err)
+
+    @api.exception_handler(Exception)
+    async def fault(request: Request, err: Exception):
+        if isinstance(err, ClientDisconnect):  # nobody to answer (ApiGuard lets it end quietly)
+            return Response(status_code=400)
+        log.exception("an error answering %s %s", request.method, request.url.path)
+        if student_page.is_page(request.url.path):
+            return page(500)
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+def _html(text: str, status: int = 200) -> HTMLResponse:
+    """A page of the student page's, with its security headers."""
+    return HTMLResponse(text, status_code=status, headers=student_page.SECURITY_HEADERS)
 
 
 def _page_routes(api: FastAPI, service: Service, settings: Settings) -> None:
-    def html(text: str, status: int = 200) -> HTMLResponse:
-        return HTMLResponse(text, status_code=status, headers=student_page.SECURITY_HEADERS)
 
     @api.get("/", include_in_schema=False)
     async def form():
-        return html(student_page.form(max_bytes=settings.max_body_bytes))
+        return _html(student_page.form())
 
     @api.post("/grades", include_in_schema=False)
-    async def upload(file: UploadFile | None = File(None), exercise: str = Form(exercises.DEFAULT)):
+    async def upload(request: Request, file: UploadFile | None = File(None), exercise: str = Form(exercises.DEFAULT)):
         if file is None or not file.filename:
-            return html(student_page.form(error="Choose a file to upload.", max_bytes=settings.max_body_bytes), 400)
+            return _html(student_page.form(error="Choose a file to upload.", chosen=exercise), 400)
+        data = await file.read()
+        oversize = student_page.too_large(file.filename, len(data))
+        if oversize:  # what grading would reject: said on the form, before any sandbox starts
+            return _html(student_page.form(error=oversize, chosen=exercise), 413)
+        address = request.client.host if request.client else "?"
         try:
-            grade = await service.upload(await file.read(), file.filename, owner=PAGE_OWNER, exercise=exercise)
-        except (UploadError, engines.EngineBusy) as err:
-            return html(student_page.form(error=str(err), max_bytes=settings.max_body_bytes), 400)
+            grade = await service.upload(data, file.filename, owner=PAGE_OWNER, exercise=exercise,
+                                         client=f"page:{address}")
+        except UploadError as err:
+            return _html(student_page.form(error=str(err), chosen=exercise), 400)
+        except engines.EngineBusy as err:
+            return _html(student_page.form(error=str(err), chosen=exercise), 503)
         return RedirectResponse(f"/grades/{grade.id}", status_code=303)
 
     @api.get("/grades/{grade_id}", include_in_schema=False)
     async def feedback(grade_id: str):
         grade = service.store.get(grade_id, PAGE_OWNER)
         if grade is None:
-            return html(student_page.not_found(), 404)
+            return _html(student_page.not_found(), 404)
         if grade.result is None:  # not finished
-            return html(student_page.waiting(name=grade.name, state=await service.state(grade)))
-        return html(student_page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
+            return _html(student_page.waiting(name=grade.name, state=await service.state(grade)))
+        return _html(student_page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
                                   requested=service.store.requested(grade.id)))
 
     @api.post("/grades/{grade_id}/regrade-request", include_in_schema=False)
     async def regrade_request(grade_id: str, reason: str = Form("")):
         grade = service.store.get(grade_id, PAGE_OWNER)
         if grade is None:
-            return html(student_page.not_found(), 404)
+            return _html(student_page.not_found(), 404)
         try:
             service.store.request_regrade(grade, reason)
         except RequestRefused as err:
             if grade.result is None:  # not finished
-                return html(student_page.waiting(name=grade.name, state=await service.state(grade)), 400)
-            return html(student_page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
+                return _html(student_page.waiting(name=grade.name, state=await service.state(grade)), 400)
+            return _html(student_page.feedback(GradeResult.from_dict(grade.result), grade_id=grade.id,
                                       request_error=str(err)), 400)
         return RedirectResponse(f"/grades/{grade.id}", status_code=303)

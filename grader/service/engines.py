@@ -3,6 +3,7 @@
     engine.submit(data, name, exercise=..., time_limit=...) -> job id
     engine.state(job) -> "queued" | "running" | "done" | "failed"
     engine.result(job, timeout=...) -> the native result JSON (raises TimeoutError)
+    engine.health() -> (what /healthz shows of it, why grading cannot happen now or None)
 
 `Embedded` grades in this process's own warm pool (no Redis: one command for a course of a few
 hundred); `Queued` hands the upload to the Celery workers through `grader.queue`. The service
@@ -11,15 +12,22 @@ never asks which one it holds.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import secrets
 import threading
-from typing import Protocol
+import time
+from typing import Any, Protocol
 
 from grader.errors import GraderError
 from grader import grading
 from grader.pool import Pool
 from grader.result import JobState, Status
 
+SUBMIT_OUTAGE_S = 5.0   # how long an upload waits for a queue that does not answer before it is refused
+HEALTH_CACHE_S = 2.0    # a load balancer may ask /healthz often: the sandbox's check is reused this long
+QUEUED_AHEAD = 2        # grades the service keeps in the queue per worker slot (one graded, one waiting)
+
+log = logging.getLogger("grader.service")
 
 
 class Engine(Protocol):
@@ -34,12 +42,25 @@ class Engine(Protocol):
     def result(self, job: str, *, timeout: float | None = None) -> dict:
         """The native result JSON; TimeoutError after `timeout` seconds."""
 
+    def health(self) -> tuple[dict[str, Any], str | None]:
+        """What /healthz shows of the engine, and why no upload can be graded now (None: it can)."""
+
+    def slots(self) -> int:
+        """How many grades it runs at once: the service sends it no more (fairness.FairQueue)."""
+
     def close(self) -> None:
         """Stop grading."""
 
 
 class EngineBusy(GraderError):
-    """The engine takes no more uploads now (its queue is full): the client retries later."""
+    """The engine takes no more uploads now (its queue is full, or the queue does not answer): the
+    client retries later. Its message is for the student: what happened, and what to do."""
+
+    @classmethod
+    def unavailable(cls, why: str) -> EngineBusy:
+        """Grading cannot happen now (`why`, in a few words): said so, with what to do."""
+        return cls(f"grading is unavailable right now ({why}), so your file was not graded: try again in a "
+                   "few minutes")
 
 
 class Embedded:
@@ -56,6 +77,7 @@ class Embedded:
         self._jobs: dict[str, concurrent.futures.Future] = {}
         self._running: set[str] = set()
         self._lock = threading.Lock()
+        self._checked: tuple[float, str | None] = (-HEALTH_CACHE_S, None)  # (when, the sandbox's problem)
 
     def submit(self, data: bytes, name: str, *, exercise: str, time_limit: float | None = None) -> str:
         with self._lock:
@@ -96,6 +118,24 @@ class Embedded:
             self._jobs.pop(job, None)  # read once: the service stores it
         return document
 
+    def slots(self) -> int:
+        return self.pool.slots
+
+    def health(self) -> tuple[dict[str, Any], str | None]:
+        when, problem = self._checked
+        if time.monotonic() - when >= HEALTH_CACHE_S:
+            from sandbox import registry
+            try:
+                registry.get(self.sandbox).check()
+                problem = None
+            except GraderError as err:
+                problem = str(err)
+            self._checked = (time.monotonic(), problem)
+        with self._lock:
+            running = len(self._running)
+        shown = {"sandbox": problem or "ok", "slots": self.pool.slots, "grading": running}
+        return shown, problem and f"the {self.sandbox} sandbox cannot start: {problem}"
+
     def close(self) -> None:
         self.pool.shutdown()
         self._threads.shutdown(wait=False, cancel_futures=True)
@@ -107,13 +147,39 @@ class Queued:
     def __init__(self, *, broker: str, sandbox: str = grading.DEFAULT_SANDBOX):
         from grader import queue  # only this mode needs Celery and a broker
         self._queue, self.broker, self.sandbox = queue, broker, sandbox
+        self._slots_seen: tuple[float, int] = (-HEALTH_CACHE_S, 1)   # (when asked, the workers' slots)
 
     def submit(self, data: bytes, name: str, *, exercise: str, time_limit: float | None = None) -> str:
         try:
             return self._queue.submit(self.broker, data, name, exercise=exercise, sandbox=self.sandbox,
-                                      time_limit=time_limit, lane="interactive")
+                                      time_limit=time_limit, lane="interactive", outage_s=SUBMIT_OUTAGE_S)
         except (ConnectionError, ValueError) as err:  # the queue's Redis is away, or refuses the limits
-            raise EngineBusy(f"the grading queue takes no uploads now: {err}") from err
+            log.error("an upload was refused: the queue %s does not take it: %s", self._queue.shown(self.broker), err)
+            raise EngineBusy.unavailable("the grading queue does not answer") from err
+
+    def slots(self) -> int:
+        """Twice the slots of the workers seen lately (at least 1 each: a worker may be on its
+        way): each slot has the next task waiting in Redis behind the one it grades, so that a
+        worker never idles while the service hears of a result and sends the next upload."""
+        when, slots = self._slots_seen
+        if time.monotonic() - when >= HEALTH_CACHE_S:
+            self.health()
+            slots = self._slots_seen[1]
+        return QUEUED_AHEAD * slots
+
+    def health(self) -> tuple[dict[str, Any], str | None]:
+        import redis
+        try:
+            seen = self._queue.workers_seen(self.broker)
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
+            self._slots_seen = (time.monotonic(), self._slots_seen[1])
+            return {"queue": f"does not answer: {err}"}, "the grading queue does not answer"
+        self._slots_seen = (time.monotonic(), max(1, sum(s for _, s, _ in seen)))
+        shown = {"queue": "ok", "workers": len(seen), "slots": sum(s for _, s, _ in seen),
+                 "warm_slots": sum(w for _, _, w in seen)}
+        if not seen:
+            return shown, f"no worker has sent a heartbeat in the last {self._queue.ALIVE_S} s"
+        return shown, None
 
     def state(self, job: str) -> str:
         return self._queue.state(self.broker, job)

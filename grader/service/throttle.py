@@ -44,15 +44,16 @@ class BodyLimit:
     limit (a chunked upload). The application then sees the client gone, and whatever it still
     sends is dropped."""
 
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int, answer=None):
+        """`answer(scope, send, max_bytes)`: how a refusal is written (default: JSON {"detail"})."""
+        self.app, self.max_bytes, self.answer = app, max_bytes, answer
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or ()).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            return await self._too_large(send)
+            return await self._too_large(scope, send)
         seen, answered, started = 0, False, False
 
         async def counted_receive():
@@ -65,7 +66,7 @@ class BodyLimit:
                 if seen > self.max_bytes:
                     answered = True
                     if not started:
-                        await self._too_large(send)
+                        await self._too_large(scope, send)
                     return {"type": "http.disconnect"}
             return message
 
@@ -78,7 +79,9 @@ class BodyLimit:
 
         await self.app(scope, counted_receive, guarded_send)
 
-    async def _too_large(self, send) -> None:
+    async def _too_large(self, scope, send) -> None:
+        if self.answer is not None:
+            return await self.answer(scope, send, self.max_bytes)
         body = json.dumps({"detail": f"the upload is larger than {self.max_bytes:,} bytes"}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),

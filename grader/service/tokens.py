@@ -5,6 +5,11 @@
     token   gt_3f9c2a1b.Vb7...   the bearer token; the file keeps only a salted SHA-256 of it
     secret  whs_Qm1...           the key of the HMAC-SHA256 that signs this token's callbacks
 
+The service reads the file again when it changes (its inode, size or modification time), so a
+token made or revoked (`grade token revoke ID`) counts from the next request, without a restart.
+A file that has become unreadable or malformed keeps the tokens last read, and says so in the log;
+a file removed leaves no token (every request 401).
+
 The token itself cannot be recovered from the file. The signing secret must be kept, since the
 service signs with it (as a webhook sender does): the file is written readable by its owner only.
 A token is looked up by its public id (the part before the dot) and checked with a constant-time
@@ -15,8 +20,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +32,8 @@ from grader.errors import GraderError
 
 SCHEMA = 1
 PREFIX = "gt_"
+
+log = logging.getLogger("grader.service")
 
 
 class TokenFileError(GraderError):
@@ -51,29 +60,77 @@ def _digest(salt: str, token: str) -> str:
 
 
 class Tokens:
-    """The tokens of one file, loaded once (the service reads it at start)."""
+    """The tokens of one file, read again whenever the file changes (see above)."""
 
-    def __init__(self, by_id: dict[str, Token]):
-        self._by_id = by_id
+    def __init__(self, by_id: dict[str, Token], path: Path | None = None):
+        self._by_id, self.path = by_id, path
+        self._seen = _identity(path) if path is not None else None
+        self._lock = threading.Lock()
 
     @classmethod
     def load(cls, path: Path) -> Tokens:
-        return cls({t.id: t for t in _read(path)})
+        """The tokens in `path`; TokenFileError when it cannot be read as a tokens file."""
+        return cls({t.id: t for t in _read(path)}, path)
+
+    def _current(self) -> dict[str, Token]:
+        if self.path is None:
+            return self._by_id
+        seen = _identity(self.path)
+        if seen == self._seen:
+            return self._by_id
+        with self._lock:
+            if seen != self._seen:
+                self._seen = seen
+                if seen is None:
+                    log.warning("the tokens file %s is gone: every API request is refused until it is back",
+                                self.path)
+                    self._by_id = {}
+                else:
+                    try:
+                        self._by_id = {t.id: t for t in _read(self.path)}
+                        log.info("tokens file %s read again: %d token(s)", self.path, len(self._by_id))
+                    except TokenFileError as err:
+                        log.error("%s; the %d token(s) read before stay in use", err, len(self._by_id))
+            return self._by_id
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        return len(self._current())
 
     def get(self, token_id: str) -> Token | None:
-        return self._by_id.get(token_id)
+        return self._current().get(token_id)
 
     def check(self, presented: str) -> Token | None:
         """The token `presented` is, or None for a wrong or unknown one."""
         token_id, dot, _ = presented.partition(".")
-        stored = self._by_id.get(token_id) if dot else None
+        stored = self._current().get(token_id) if dot else None
         if stored is None:
             _digest("00" * 16, presented)  # the same work as a known id: timing does not tell ids apart
             return None
         return stored if stored.matches(presented) else None
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    """What changes when the file is rewritten (tokens.new replaces it), or None when it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def revoke(path: Path, token_id: str) -> Token:
+    """Remove the token `token_id` from the file; the removed record. TokenFileError if it has none."""
+    tokens = _read(path)
+    kept = [t for t in tokens if t.id != token_id]
+    if len(kept) == len(tokens):
+        known = ", ".join(t.id for t in tokens) or "none"
+        raise TokenFileError(f"{path} has no token {token_id!r} (its tokens: {known})")
+    _write(path, kept)
+    return next(t for t in tokens if t.id == token_id)
+
+
+def listed(path: Path) -> list[Token]:
+    return _read(path)
 
 
 def new(path: Path, name: str) -> tuple[str, Token]:

@@ -55,7 +55,7 @@ def until(condition, timeout: float, what: str, every: float = 0.1):
 
 class RedisServer:
     """A redis-server of this test's own, with the shipped configuration (an fsynced AOF, protected
-    mode) and a password, as deploy/compose.yaml runs it."""
+    mode) and a password, as deploy/stack.py runs it."""
 
     def __init__(self, folder: Path, *, tls: bool = False):
         """`tls`: only a TLS port, with a certificate for 127.0.0.1 from a CA of its own (made with
@@ -139,7 +139,7 @@ class Workers:
                                 stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
                                 env={**os.environ, "TMPDIR": str(OWN_TMP), **(env or {})})
         self.procs[name] = proc
-        until(lambda: f"{name}@test ready." in log.read_text(), 120, f"worker {name} to be ready")
+        until(lambda: f"worker {name}@test ready:" in log.read_text(), 180, f"worker {name} to be ready (every slot warm)")
         return proc
 
     def log(self, name: str) -> str:
