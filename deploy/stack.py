@@ -104,7 +104,7 @@ def up(obj, workers: int, slots: int, port: int):
     tokens = state / "tokens.json"
     if not tokens.exists():
         from grader.service import tokens as tokenfile
-        tokenfile._write(tokens, [])  # an empty tokens file: `grade token new` adds to it while the service runs
+        tokenfile.empty(tokens)  # `grade token new` adds to it while the service runs
 
     def network(name: str, internal: bool):
         found = client.networks.list(names=[name])

@@ -129,6 +129,12 @@ def revoke(path: Path, token_id: str) -> Token:
     return next(t for t in tokens if t.id == token_id)
 
 
+def empty(path: Path) -> None:
+    """Make `path` a tokens file holding no token, for a service started before its first platform
+    (tokens added later with `new` are taken by the running service)."""
+    _write(path, [])
+
+
 def listed(path: Path) -> list[Token]:
     return _read(path)
 
