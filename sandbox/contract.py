@@ -1,7 +1,8 @@
 """The contract between the host, the harness and the student worker: plain, frozen records that
-every side may read, and nothing else. An exercise declares its `Entry` (what the student submits);
-the host builds a `HarnessJob` from the exercise; the harness reads the job; the worker reads the
-entry. Nothing here names an exercise, and nothing here runs the student's code.
+every side may read, and nothing else; they cross pipes and files as JSON through sandbox.codec.
+An exercise declares its `Entry` (what the student submits); the host builds a `HarnessJob` from
+the exercise; the harness reads the job; the worker reads the entry. Nothing here names an
+exercise, and nothing here runs the student's code.
 """
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sandbox.codec import Record
 from sandbox.limits import Limits
 
 CLASS, FUNCTION = "class", "function"
 
 
 @dataclass(frozen=True)
-class Method:
+class Method(Record):
     """A method the tests call on an instance: its arguments after self, the first `required` of
     them required (the rest default to None)."""
     name: str
@@ -29,7 +31,7 @@ class Method:
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(Record):
     """What the student submits, as the exercise declares it: a class (built with `args`, whose
     instances are `base` and answer `methods`, the first of which is what a call runs) or a
     function (called with `args`). A call returns `returns` tensors: one tensor, or a tuple of
@@ -91,23 +93,6 @@ class Entry:
         chosen among several in an upload. Reading, not running: a guess that the grade confirms."""
         keyword = b"class" if self.kind == CLASS else b"def"
         return re.search(rb"\b" + keyword + rb"\s+" + re.escape(self.name.encode()) + rb"\b", source) is not None
-
-    # --- the wire -------------------------------------------------------------------------------
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "args": list(self.args), "required": self.required,
-                "methods": [{"name": m.name, "args": list(m.args), "required": m.required} for m in self.methods],
-                "base": self.base, "returns": self.returns, "refuse": list(self.refuse),
-                "preload": list(self.preload), "warmup": self.warmup,
-                "contexts": [list(pair) for pair in self.contexts]}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Entry:
-        methods = tuple(Method(str(m["name"]), tuple(m["args"]), m.get("required")) for m in d.get("methods") or ())
-        return cls(str(d["kind"]), str(d["name"]), tuple(d.get("args") or ()), d.get("required"), methods,
-                   str(d.get("base") or ""), int(d.get("returns", 1)), tuple(d.get("refuse") or ()),
-                   tuple(d.get("preload") or ()), str(d.get("warmup") or ""),
-                   tuple((str(a), str(b)) for a, b in d.get("contexts") or ()))
 
 
 # How each way a submission can fail to load reads to the student. {entry} is Entry.describe();
@@ -205,7 +190,7 @@ class BugInfo:
 
 
 @dataclass(frozen=True)
-class ZygoteHandoff:
+class ZygoteHandoff(Record):
     """A zygote someone else started and hands to the harness: its control socket's descriptor,
     whether its ready message was taken, its notes, and whether a pids cgroup caps it."""
     fd: int
@@ -215,7 +200,7 @@ class ZygoteHandoff:
 
 
 @dataclass(frozen=True)
-class HarnessJob:
+class HarnessJob(Record):
     """Everything the harness needs to grade one submission, built on the host from the exercise:
     the exercise's name and version, its test package (a dotted module name, found wherever the
     exercise is installed), the entry contract, the limits, the notebook line map, places the
@@ -240,24 +225,3 @@ class HarnessJob:
         """This job for a submission at `submission` (as the launcher placed it)."""
         return replace(self, submission=submission, scratch=scratch, zygote=zygote,
                        hidden=(*self.hidden, *hidden))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"exercise": self.exercise, "version": self.version, "tests": self.tests,
-                "entry": self.entry.to_dict(), "limits": self.limits.to_dict(),
-                "line_map": [list(row) if isinstance(row, (list, tuple)) else row for row in self.line_map],
-                "hidden": list(self.hidden), "submission": self.submission, "scratch": self.scratch,
-                "zygote": None if self.zygote is None else {"fd": self.zygote.fd, "ready": self.zygote.ready,
-                                                            "notes": list(self.zygote.notes),
-                                                            "capped": self.zygote.capped},
-                "seed": self.seed}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HarnessJob:
-        z = d.get("zygote")
-        zygote = None if not z else ZygoteHandoff(int(z["fd"]), bool(z.get("ready")), tuple(z.get("notes") or ()),
-                                           bool(z.get("capped")))
-        return cls(str(d["exercise"]), str(d.get("version", "")), str(d["tests"]), Entry.from_dict(d["entry"]),
-                   Limits.from_dict(d.get("limits") or {}), tuple(tuple(r) if isinstance(r, list) else r
-                                                                  for r in d.get("line_map") or ()),
-                   tuple(d.get("hidden") or ()), str(d.get("submission") or ""), str(d.get("scratch") or ""),
-                   zygote, str(d.get("seed") or ""))

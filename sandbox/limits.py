@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from sandbox.codec import Record
 from sandbox.errors import GraderError
 
 MiB = 1 << 20
 
 
 @dataclass(frozen=True)
-class Limits:
+class Limits(Record):
     """Budgets for one submission. Defaults suit a small PyTorch exercise on a laptop."""
     wall_s: float = 90.0          # the whole grade, sandbox start to report
     tests_s: float = 45.0         # all calls into the student's code, summed, after import
@@ -27,13 +28,6 @@ class Limits:
     # The audit layer in the student's process (sandbox.audit). Off only where the host's operator
     # says so (grader.grading.KERNEL_LAYER_ONLY), to test the kernel's layers beneath it alone.
     audit: bool = True
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Limits:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
 def apply_to_current_process(limits: Limits, *, processes_capped: bool = False,

@@ -1,4 +1,8 @@
-"""The wire protocol: tensors round-trip exactly, and nothing malformed is ever accepted."""
+"""The wire protocol: tensors round-trip exactly, and nothing malformed is ever accepted; the
+contract's records (sandbox.codec) come back as they left, and a document of the wrong shape is
+refused by the field it gets wrong."""
+import dataclasses
+import json
 import os
 import struct
 import time
@@ -6,7 +10,11 @@ import time
 import pytest
 import torch
 
+import exercise as exercises
 from sandbox import protocol
+from sandbox.codec import CodecError
+from sandbox.contract import Entry, HarnessJob, Method, ZygoteHandoff
+from sandbox.limits import Limits
 
 pytestmark = pytest.mark.unit  # the whole module runs in this process (the fast lane)
 
@@ -95,3 +103,42 @@ def test_send_gives_up_when_the_reader_stops_reading():
     with pytest.raises(protocol.Deadline):
         protocol.send(w, big, deadline=time.monotonic() + 0.3)
     os.close(r), os.close(w)
+
+
+# --- the contract's records, through sandbox.codec ------------------------------------------------
+
+def test_every_exercises_job_crosses_the_pipe_unchanged():
+    """What the host sends the harness (the job, its entry, its limits, a zygote handed over) is the
+    same record on the other side of JSON: a field lost or re-typed would grade under other rules."""
+    for ex in exercises.all_exercises().values():
+        job = ex.job(dataclasses.replace(ex.limits, wall_s=33.5, audit=False), [[1, 2, 0], [3, 4, 1]], ("/x",),
+                     seed="seed").at("/tmp/a.py", scratch="/tmp/s", zygote=ZygoteHandoff(7, True, ("n",), True))
+        back = HarnessJob.from_dict(json.loads(json.dumps(job.to_dict())))
+        assert back.line_map == ((1, 2, 0), (3, 4, 1))
+        assert dataclasses.replace(back, line_map=job.line_map) == job, ex.name
+
+
+@pytest.mark.parametrize("doc, why", [
+    ({"wall_s": "90"}, "Limits.wall_s: expected float, got str"),
+    ({"audit": 1}, "Limits.audit: expected bool, got int"),
+    ({"max_timeouts": True}, "Limits.max_timeouts: expected int, got bool"),
+    ({"wal_s": 90}, "Limits: no field 'wal_s'"),
+])
+def test_a_limits_document_of_the_wrong_shape_is_refused_by_field(doc, why):
+    with pytest.raises(CodecError) as err:
+        Limits.from_dict(doc)
+    assert str(err.value) == why
+    assert Limits.from_dict({}) == Limits() and Limits.from_dict({"wall_s": 30}).wall_s == 30.0
+
+
+def test_an_entry_document_is_checked_as_the_entry_is():
+    entry = Entry.a_class("M", ("d",), Method("forward", ("x", "mask"), 1), contexts=(("c", "expr"),))
+    assert Entry.from_dict(entry.to_dict()) == entry
+    with pytest.raises(CodecError, match="Entry: missing name"):
+        Entry.from_dict({"kind": "class"})
+    with pytest.raises(CodecError, match="not 'module'"):
+        Entry.from_dict({"kind": "module", "name": "M"})
+    with pytest.raises(CodecError, match=r"Entry.methods\[0\].args: expected a list"):
+        Entry.from_dict({**entry.to_dict(), "methods": [{"name": "forward", "args": "x"}]})
+    with pytest.raises(CodecError, match=r"Entry.contexts\[0\]: expected 2 items"):
+        Entry.from_dict({**entry.to_dict(), "contexts": [["c"]]})
