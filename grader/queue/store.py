@@ -93,16 +93,16 @@ def warm_key(instance: str) -> str:
     return f"grader:warm:{instance}"
 
 
-_probes: dict[str, redis.Redis] = {}
+_probes: dict[tuple[str, float], redis.Redis] = {}
 
 
 def workers_seen(broker: str, timeout: float = 2.0) -> list[tuple[str, int, int]]:
     """(instance, slots, warm slots) for each worker whose heartbeat is fresh, asked of Redis once,
     without waiting out an outage: redis.ConnectionError or TimeoutError when it does not answer."""
     with _apps_lock:
-        probe = _probes.get(broker)
+        probe = _probes.get((broker, timeout))
         if probe is None:
-            probe = _probes[broker] = redis.Redis.from_url(broker, socket_timeout=timeout,
+            probe = _probes[broker, timeout] = redis.Redis.from_url(broker, socket_timeout=timeout,
                                                            socket_connect_timeout=timeout)
     members = cast(list[bytes], probe.zrangebyscore(WORKERS, time.time() - ALIVE_S, "+inf"))
     alive = [m.decode() for m in members]

@@ -90,7 +90,8 @@ def _kind(ip: Address) -> str | None:
         if inner is None and ip in ipaddress.ip_network("64:ff9b::/96"):
             inner = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
         if inner is not None:
-            return _kind(inner) and f"an IPv6 form of {inner}, {_kind(inner)}"
+            why = _kind(inner)
+            return why and f"an IPv6 form of {inner}, {why}"
     for kind in ("loopback", "link_local", "multicast", "unspecified", "reserved", "private"):
         if getattr(ip, f"is_{kind}"):
             return kind.replace("_", "-")

@@ -54,8 +54,7 @@ class FairQueue:
     def add(self, client: str, key: str, *, first: bool = False) -> None:
         """`key` waits for a slot, behind the client's earlier ones (`first`: in front of them)."""
         entry = (-1 if first else next(self._arrivals), key)
-        c = self._client(client)
-        c.used, c.when = self._used(c, self.clock()), self.clock()
+        c = self._charged(client)
         c.waiting.appendleft(entry) if first else c.waiting.append(entry)
 
     def could_start(self, client: str, slots: int) -> bool:
@@ -67,9 +66,7 @@ class FairQueue:
 
     def start(self, client: str) -> None:
         """A grade of `client` took a slot without waiting (could_start said so)."""
-        c = self._client(client)
-        c.used, c.when = self._used(c, self.clock()), self.clock()
-        c.running += 1
+        self._charged(client).running += 1
 
     def next(self, slots: int) -> tuple[str, str] | None:
         """(client, key) to grade now, counted as running; None when no slot is free or nobody
@@ -88,10 +85,8 @@ class FairQueue:
 
     def finished(self, client: str, slot_seconds: float) -> None:
         """A grade of `client` let its slot go after `slot_seconds`: charged to it."""
-        c = self._client(client)
-        now = self.clock()
-        c.used = self._used(c, now) + max(0.0, slot_seconds)
-        c.when = now
+        c = self._charged(client, slot_seconds)
+        now = c.when
         c.running = max(0, c.running - 1)
         if len(self._clients) > MAX_IDLE_CLIENTS:  # forget idle clients whose charge has almost gone
             self._clients = {n: k for n, k in self._clients.items()
@@ -103,6 +98,12 @@ class FairQueue:
 
     def _used(self, c: _Client, now: float) -> float:
         return c.used * math.exp(-self.rate * max(0.0, now - c.when))
+
+    def _charged(self, name: str, slot_seconds: float = 0.0) -> _Client:
+        """The client `name`, its charge decayed to now and `slot_seconds` added."""
+        c, now = self._client(name), self.clock()
+        c.used, c.when = self._used(c, now) + max(0.0, slot_seconds), now
+        return c
 
     def _client(self, name: str) -> _Client:
         if name not in self._clients:

@@ -2,7 +2,6 @@
 a request body, enforced as it arrives rather than after it was read."""
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -42,10 +41,10 @@ class BodyLimit:
     """ASGI wrapper: a request whose body is over `max_bytes` is answered 413 before it is read
     whole: at once when its Content-Length says so, else as soon as the bytes received pass the
     limit (a chunked upload). The application then sees the client gone, and whatever it still
-    sends is dropped."""
+    sends is dropped. `answer(scope, send, max_bytes)` writes the 413 (the service's words for a
+    program or for the student page)."""
 
-    def __init__(self, app, max_bytes: int, answer=None):
-        """`answer(scope, send, max_bytes)`: how a refusal is written (default: JSON {"detail"})."""
+    def __init__(self, app, max_bytes: int, answer):
         self.app, self.max_bytes, self.answer = app, max_bytes, answer
 
     async def __call__(self, scope, receive, send):
@@ -53,7 +52,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or ()).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            return await self._too_large(scope, send)
+            return await self.answer(scope, send, self.max_bytes)
         seen, answered, started = 0, False, False
 
         async def counted_receive():
@@ -66,7 +65,7 @@ class BodyLimit:
                 if seen > self.max_bytes:
                     answered = True
                     if not started:
-                        await self._too_large(scope, send)
+                        await self.answer(scope, send, self.max_bytes)
                     return {"type": "http.disconnect"}
             return message
 
@@ -78,12 +77,3 @@ class BodyLimit:
             await send(message)
 
         await self.app(scope, counted_receive, guarded_send)
-
-    async def _too_large(self, scope, send) -> None:
-        if self.answer is not None:
-            return await self.answer(scope, send, self.max_bytes)
-        body = json.dumps({"detail": f"the upload is larger than {self.max_bytes:,} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})

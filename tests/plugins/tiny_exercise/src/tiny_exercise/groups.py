@@ -1,4 +1,4 @@
-"""The exercise"s test groups: each test function"s title, points and visibility, declared once
+"""The exercise's test groups: each test function's title, points and visibility, declared once
 here. The tests take them with `@graded` (the harness's pytest plugin reads the markers it
 puts); the host reads them as `Exercise.groups`, without parsing or importing the tests."""
 from sandbox.contract import Group, graded_by
