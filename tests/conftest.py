@@ -2,15 +2,19 @@
 tests/support."""
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import subprocess
-import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.grading import SUBMISSIONS, Batched, Graded, grade
+from tests.support.corpus import Corpus
+from tests.support.shared import once
 
 # tests/plugins holds an exercise package that test_plugins.py installs; its own tests are the
 # exercise's suite (run by the harness against a submission), not the project's.
@@ -19,62 +23,180 @@ collect_ignore = ["plugins"]
 
 @pytest.fixture(scope="session")
 def grade_cached():
-    """Grade each file once per session; several tests may look at the same result."""
-    cache: dict[tuple, Graded] = {}
-
+    """`grade FILE` once per run (shared by the workers); several tests may look at the same result."""
     def run(path: Path, *extra: str) -> Graded:
-        key = (str(path), extra)
-        if key not in cache:
-            cache[key] = grade(path, *extra)
-        return cache[key]
+        return Graded(**once(f"grade-{path.name}-{_digest(str(path), *extra)}",
+                             lambda: dataclasses.asdict(grade(path, *extra))))
     return run
 
 
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+class _Lazy(dict):
+    """Results by key, graded on first use: `graded[key]` and `graded.get(key)`."""
+    def __init__(self, corpus: Corpus):
+        super().__init__()
+        self.corpus = corpus
+
+    def __missing__(self, key: str) -> Batched:
+        self[key] = Batched(self.corpus.result(key))
+        return self[key]
+
+    def get(self, key, default=None):
+        return self[key] if key in self.corpus.files else default
+
+
+BUGGY_AND_UNKNOWN = Corpus("buggy-unknown", {f"{folder}/{path.name}": path for folder in ("buggy", "unknown")
+                                             for path in sorted((SUBMISSIONS / folder).glob("*.py"))})
+
+
 @pytest.fixture(scope="session")
-def corpus_graded(tmp_path_factory):
-    """Every buggy and outside-the-catalog file of the corpus, graded once by one `grade batch` run
-    in warm local sandboxes (as an instructor regrades a class): results by 'folder/name'."""
-    root = tmp_path_factory.mktemp("corpus")
-    for folder in ("buggy", "unknown"):
-        for path in sorted((SUBMISSIONS / folder).glob("*.py")):
-            (root / "class").mkdir(exist_ok=True)
-            (root / "class" / f"{folder}__{path.name}").write_bytes(path.read_bytes())
-    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(root / "class"), "--out", str(root / "out"),
-                           "--jobs", "2"], capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = {}
-    for result_file in (root / "out" / "results").glob("*.json"):
-        result = json.loads(result_file.read_text())
-        folder, name = result["submission"]["name"].split("__", 1)
-        results[f"{folder}/{name}"] = Batched(result)
-    return results
+def corpus_graded():
+    """Every buggy and outside-the-catalog file of the corpus, graded once per run by warm local
+    batches (as an instructor regrades a class): results by 'folder/name'."""
+    return _Lazy(BUGGY_AND_UNKNOWN)
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """The tiers: a test not marked `unit` is `e2e`, so the fast lane (`-m unit`) holds only the
-    tests that say they run in this process."""
+    tests that say they run in this process. A worker of the full run also writes its units of
+    work for the scheduler (below)."""
     for item in items:
         if item.get_closest_marker("unit") is None:
             item.add_marker(pytest.mark.e2e)
+    lane = config.getoption("lane")
+    if lane is not None:
+        files = set(lane.split(",")) - {"none"}
+        kept = [i for i in items if i.get_closest_marker("unit") or i.nodeid.split("::")[0] in files]
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
+    if hasattr(config, "workerinput"):
+        _write_units(items)
 
 
-# The full run spreads its files over two pytest-xdist workers (scripts/test): each file is one unit
-# of work, so a module's or a session's fixture (a corpus graded by one batch) is made once, on one
-# worker; the files that share such a fixture go together, as one unit.
-SHARED_FIXTURES = {"tests/test_grade_buggy.py": "corpus", "tests/test_diagnosis.py": "corpus"}
+# --- scheduling: units of work, heaviest first ----------------------------------------------------
+# The full run spreads its tests over two pytest-xdist workers (scripts/test). A unit of work is one
+# test, unless the test uses a fixture made once per module or class: then it goes with the other
+# tests of its file that use one, so the fixture is made once, on one worker. (What a session
+# fixture makes for many files is made once per run in tests/support/shared.py, whichever worker
+# asks first.) Each worker writes the units it collected (with each test's tier) to the run's
+# folder; the controller reads them and hands out the heaviest unit left to each worker that runs
+# out of work, weighed by tests/durations.json (each test's seconds in the last full run, written
+# with --durations-file) or, for a test it does not list, by its tier.
+DURATIONS = Path(__file__).parent / "durations.json"
+GUESS_S = {"unit": 0.05, "e2e": 6.0}
+
+
+def _units_file() -> Path:
+    from tests.support.shared import run_dir
+    return run_dir() / "units.json"
+
+
+def _write_units(items) -> None:
+    units = {}
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        grouped = info is not None and any(
+            defs and defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values())
+        units[item.nodeid] = {"unit": item.nodeid.split("::")[0] if grouped else item.nodeid,
+                              "tier": "unit" if item.get_closest_marker("unit") else "e2e"}
+    path = _units_file()
+    partial = path.with_suffix(f".{os.getpid()}")
+    partial.write_text(json.dumps(units))
+    partial.replace(path)
+
 
 try:
-    from xdist.scheduler import LoadFileScheduling
+    from xdist.scheduler import LoadScopeScheduling
 except ImportError:  # pytest-xdist is a dev dependency: without it the suite runs in one process
     pass
 else:
-    class _FilesTogether(LoadFileScheduling):
+    class _HeaviestFirst(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            file = super()._split_scope(nodeid)
-            return SHARED_FIXTURES.get(file, file)
+            if not hasattr(self, "_units"):
+                self._units = json.loads(_units_file().read_text())
+                known = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+                self._seconds = {n: known.get(n, GUESS_S[u["tier"]]) for n, u in self._units.items()}
+            return self._units.get(nodeid, {"unit": nodeid})["unit"]
+
+        def _assign_work_unit(self, node) -> None:
+            heaviest = max(self.workqueue, key=lambda scope: sum(self._seconds.get(n, 1.0) for n in self.workqueue[scope]))
+            self.workqueue.move_to_end(heaviest, last=False)
+            super()._assign_work_unit(node)
 
     def pytest_xdist_make_scheduler(config, log):
-        return _FilesTogether(config, log)
+        return _HeaviestFirst(config, log)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--lane", metavar="FILES",
+                     help="the changed lane (tests/lanes.py): the unit tier and every test of these test "
+                          "files (comma-separated); the rest is deselected")
+    parser.addoption("--durations-file", metavar="PATH",
+                     help="write each test's seconds (setup, call and teardown) to PATH as JSON, as "
+                          "tests/durations.json keeps them for the scheduler")
+
+
+def pytest_configure(config):
+    """One id for the run, shared by the controller and its workers (tests/support/shared.py)."""
+    from tests.support.shared import RUN_VARIABLE
+    if not hasattr(config, "workerinput"):
+        run = os.environ.setdefault(RUN_VARIABLE, os.urandom(8).hex())
+        if hasattr(config.option, "testrunuid") and config.option.testrunuid is None:
+            config.option.testrunuid = run
+    config._grader_timing = {"started": time.monotonic(), "tests": {}, "workers": {}}
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        import shutil
+
+        from tests.support.shared import run_dir
+        shutil.rmtree(run_dir(), ignore_errors=True)
+
+
+def pytest_runtest_logreport(report):
+    """Each test's seconds, and each worker's busy time (on the controller, from every worker)."""
+    timing = getattr(_config, "_grader_timing", None) if _config else None
+    if timing is None:
+        return
+    timing["tests"][report.nodeid] = timing["tests"].get(report.nodeid, 0.0) + report.duration
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    worker = worker.id if worker is not None else "main"
+    timing["workers"][worker] = timing["workers"].get(worker, 0.0) + report.duration
+
+
+_config = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    global _config
+    _config = session.config
+
+
+def _report_timing(terminalreporter, config) -> None:
+    timing = config._grader_timing
+    if hasattr(config, "workerinput") or not timing["tests"]:
+        return
+    wall = time.monotonic() - timing["started"]
+    files: dict[str, float] = {}
+    for nodeid, seconds in timing["tests"].items():
+        files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0.0) + seconds
+    write = terminalreporter.write_line
+    terminalreporter.section("timing")
+    write(f"wall time {wall:.0f} s; busy time by worker: "
+          + ", ".join(f"{w} {s:.0f} s ({s / wall:.0%})" for w, s in sorted(timing["workers"].items())))
+    write("the 15 slowest files (seconds of setup, call and teardown, summed over their tests):")
+    for name, seconds in sorted(files.items(), key=lambda kv: -kv[1])[:15]:
+        write(f"  {seconds:8.1f}  {name}")
+    out = config.getoption("durations_file")
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps({k: round(v, 2) for k, v in sorted(timing["tests"].items())}, indent=0) + "\n")
+        write(f"each test's seconds written to {out}")
 
 
 class _StartedAProcess(AssertionError):
@@ -107,7 +229,8 @@ def attack_outcome(record_property) -> dict:
     return row
 
 
-def pytest_terminal_summary(terminalreporter):
+def pytest_terminal_summary(terminalreporter, config):
+    _report_timing(terminalreporter, config)
     rows = [value for reports in terminalreporter.stats.values() for report in reports
             if getattr(report, "when", None) == "call"
             for name, value in getattr(report, "user_properties", ()) if name == "attack" and value]

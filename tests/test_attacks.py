@@ -23,6 +23,10 @@ A file with a `# diagnosed: ID ...` line must also have each of these bug ids na
 when it is graded (the delegation attacks: `uses_forbidden_builtin`).
 A file with a `# known-hole:` line is an attack the grader does not stop yet: its case is an
 expected failure (xfail, strict), so the run shows it as such and never as passed.
+An attack on the score is graded as a class is, in a warm `grade batch` with the other attacks
+of its chunk, and the batch is watched as a cold grade is (see warm_batch); an attack marked
+`# path: cold`, or graded by an ordinary user or with the kernel's layers alone, goes through
+`grade FILE`, the cold path, one grade per test. The table shows which path each took.
 The conftest prints the table of outcomes at the end of the run.
 """
 from __future__ import annotations
@@ -38,9 +42,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.as_user import NOBODY
-from tests.support.batching import batch
 from tests.support.grading import KERNEL_LAYER, ROOT, SUBMISSIONS, grade, own_label
+from tests.support.batching import batch
 from tests.support.printable import raw_text
+from tests.support.corpus import Corpus
+from tests.support.shared import once
 
 ATTACKS = SUBMISSIONS / "attacks"
 HEAD_ATTACKS = SUBMISSIONS / "head" / "attacks"
@@ -94,7 +100,7 @@ def cases():
     kernel's layers (processes, limits, foreign code): it is graded as deployed, where the audit
     layer refuses its route, and again with the kernel's layers alone (kernel True), so that both
     layers are seen to hold on their own."""
-    for path in sorted(ATTACKS.glob("*.py")) + sorted(HEAD_ATTACKS.glob("*.py")):
+    for path in all_attacks():
         prefix = "head-" if path.parent == HEAD_ATTACKS else ""
         text = path.read_text()
         hole = re.search(r"^# known-hole: (.+)$", text, re.M)
@@ -107,6 +113,8 @@ def cases():
             runs += [(sandbox, None, True) for sandbox in sandboxes]
         for sandbox, uid, kernel in runs:
             marks = [pytest.mark.docker] if sandbox == "docker" else []
+            if uid is None and not kernel and not cold_only(path):
+                marks.append(pytest.mark.warm)
             if hole:  # reported as xfailed, never as passed; strict: a fix makes it fail until the line goes
                 marks.append(pytest.mark.xfail(reason=f"known hole: {hole.group(1)}", strict=True))
             user = "-user" if uid is not None else "-kernel" if kernel else ""
@@ -214,28 +222,126 @@ def docker_leftovers() -> list[str]:
             if c.attrs.get("Config", {}).get("Image") == image]
 
 
-@pytest.fixture(scope="session")
-def honest_score(tmp_path_factory):
-    """The score of each attack's honest version, graded in this session (never written down) by
-    one `grade batch` run per exercise in warm local sandboxes, with the attacks' seed key: each
-    honest file gets the draws `grade FILE` would give it (the seed is the key's, of the bytes)."""
-    wanted: dict[tuple, list[Path]] = {}
+def _honest_corpora(seed: str) -> dict[tuple[str, ...], Corpus]:
+    """The attacks' honest versions, by the options that grade them as their exercise."""
+    wanted: dict[tuple[str, ...], dict] = {}
     for path in sorted(ATTACKS.glob("*.py")) + sorted(HEAD_ATTACKS.glob("*.py")):
-        wanted.setdefault(tuple(exercise_args(path)), []).append(path)
-    scores: dict[Path, float] = {}
-    for args, paths in wanted.items():
-        root = tmp_path_factory.mktemp("honest")
-        (root / "class").mkdir()
-        for path in paths:
-            (root / "class" / f"{path.parent.name}__{path.name}").write_text(honest_source(path))
-        run = batch(root / "class", root / "out", "--jobs", "2", *args, timeout=1800, env=SEED)
-        assert run.exit_code == 0, f"the honest versions did not grade: {run.output[-3000:]}"
-        for path in paths:
-            result = run.result(f"{path.parent.name}__{path.name}")
-            assert result["status"] in ("graded", "rejected"), \
-                f"the honest version of {path.name} did not grade: {result.get('message')}"
-            scores[path] = result["score"]
-    return scores.__getitem__
+        wanted.setdefault(tuple(exercise_args(path)), {})[f"{path.parent.name}/{path.name}"] = \
+            lambda path=path: honest_source(path)
+    return {args: Corpus("honest-" + "-".join(args[1:] or ["default"]), files, args=args,
+                         env={"ATTENTION_GRADER_SEED_KEY": seed}) for args, files in wanted.items()}
+
+
+@pytest.fixture(scope="session")
+def honest_score():
+    """The score of each attack's honest version, graded in this run (never written down) by warm
+    local batches, with the attacks' seed key, once for every worker (tests.support.corpus): each
+    honest file gets the draws `grade FILE` would give it (the seed is the key's, of the bytes)."""
+    # The seed key is drawn once per run: every worker grades its attacks with the key the honest
+    # versions were graded with.
+    SEED["ATTENTION_GRADER_SEED_KEY"] = once("attack-seed-key", lambda: SEED["ATTENTION_GRADER_SEED_KEY"])
+    corpora = _honest_corpora(SEED["ATTENTION_GRADER_SEED_KEY"])
+
+    def score(path: Path) -> float:
+        result = corpora[tuple(exercise_args(path))].result(f"{path.parent.name}/{path.name}")
+        assert result["status"] in ("graded", "rejected"), \
+            f"the honest version of {path.name} did not grade: {result.get('message')}"
+        return result["score"]
+    return score
+
+
+# -- attacks on the score: warm batches -------------------------------------------------------------
+# An attack on the score (what it earns, what the result says) is graded as a class is: in a warm
+# `grade batch`, a chunk of attacks at a time, with the batch's own temp and home folders watched
+# as a cold grade's are (files changed outside the sandbox, processes left running, containers
+# left). Its test reads its own result from the batch. A batch that leaves something behind is
+# graded again file by file, each in a batch of its own, so that the culprit's test fails by name.
+# An attack marked `# path: cold` aims at what only the cold path has (the `grade` process, its
+# terminal, its exit, the host beside it) and is graded by `grade FILE`, as are the attacks graded
+# by an ordinary user or with the kernel's layers alone.
+WARM_CHUNK = 24
+
+
+def cold_only(path: Path) -> bool:
+    return re.search(r"^# path: cold\b", path.read_text(), re.M) is not None
+
+
+def warm_batch(sandbox: str, args: tuple[str, ...], paths: list[Path], seed: str, honest: bool = False) -> dict:
+    """Grade `paths` in one warm batch, watched: {"results": by file name, "problems": [...]}, and
+    "changed": the entries that changed in the batch's own temp and home folders (by their path in
+    them). The grader's own processes outside the sandbox leave entries there in every batch (an
+    honest one too: torch's cache folders): the changes a batch of honest versions makes in the same
+    sandbox are not the attack's (`honest`: grade the honest versions, to learn those)."""
+    own = Path(tempfile.mkdtemp(prefix="attack-batch-"))
+    places = {"TMPDIR": own / "tmp", "HOME": own / "home"}
+    for place in places.values():
+        place.mkdir()
+    before_files = snapshot(*places.values())
+    before_containers = set(docker_leftovers()) if sandbox == "docker" else set()
+    mark = f"{ATTACK_MARK}-{os.urandom(4).hex()}"
+    (own / "class").mkdir()
+    names = {}
+    for path in paths:
+        names[path] = f"{path.parent.name}__{path.name}"
+        text = honest_source(path) if honest else path.read_text()
+        (own / "class" / names[path]).write_text(text.replace(ATTACK_MARK, mark))
+    started = time.monotonic()
+    run = batch(own / "class", own / "out", "--jobs", "2", "--sandbox", sandbox, *args,
+                timeout=TIME_LIMIT_S * 3 + 60, env={**{k: str(v) for k, v in places.items()}, "ATTENTION_GRADER_SEED_KEY": seed})
+    seconds = time.monotonic() - started
+    after_procs = running(own, mark)
+    for _ in range(20):
+        if not after_procs:
+            break
+        time.sleep(0.1)
+        after_procs = running(own, mark)
+    after_files = snapshot(*places.values())
+    problems = []
+    if run.exit_code != 0:
+        problems.append(f"the batch exited {run.exit_code}: {run.output[-3000:]}")
+    if raw_text(None, run.output):
+        problems.append(f"raw student text reached the batch's terminal: {raw_text(None, run.output)}")
+    if after_procs:
+        problems.append(f"left running: {sorted(after_procs)}")
+    relative = {str(place): name for name, place in places.items()}
+    changed = sorted(re.sub(r"^(.*)/", lambda m: relative.get(m.group(1), m.group(1)) + "/", k)
+                     for k in {*before_files, *after_files} if before_files.get(k) != after_files.get(k))
+    allowed = set() if honest else set(once(f"attacks-warm-{sandbox}-{'-'.join(args) or 'default'}-honest",
+                                            lambda: warm_batch(sandbox, args, paths[:1], seed, honest=True))["changed"])
+    if set(changed) - allowed:
+        problems.append(f"files changed outside the sandbox: {sorted(set(changed) - allowed)}")
+    if sandbox == "docker" and set(docker_leftovers()) - before_containers:
+        problems.append(f"containers left: {sorted(set(docker_leftovers()) - before_containers)}")
+    results = {}
+    if run.exit_code in (0, 1):
+        for path, name in names.items():
+            try:
+                results[path.name] = run.result(name)
+            except (KeyError, OSError) as err:
+                problems.append(f"no result for {path.name}: {err!r}")
+    shutil.rmtree(own, ignore_errors=True)
+    return {"results": results, "problems": problems, "seconds": seconds, "changed": changed}
+
+
+def warm_result(path: Path, sandbox: str) -> tuple[dict, float]:
+    """The attack's result from the warm batch of its chunk (graded once per run, on whichever
+    worker asks first), or, where that batch left something behind, from a batch of its own."""
+    seed = SEED["ATTENTION_GRADER_SEED_KEY"]
+    args = tuple(exercise_args(path))
+    same = [p for p in all_attacks() if tuple(exercise_args(p)) == args and not cold_only(p)
+            and sandbox in attack_header(p)[1]]
+    k = same.index(path) // WARM_CHUNK
+    chunk = same[k * WARM_CHUNK:(k + 1) * WARM_CHUNK]
+    made = once(f"attacks-warm-{sandbox}-{'-'.join(args) or 'default'}-{k}", lambda: warm_batch(sandbox, args, chunk, seed))
+    if made["problems"]:
+        made = once(f"attacks-warm-{sandbox}-alone-{path.parent.name}-{path.name}",
+                    lambda: warm_batch(sandbox, args, [path], seed))
+        assert not made["problems"], "graded alone in a warm batch:\n" + "\n".join(made["problems"])
+    return made["results"][path.name], made["seconds"]
+
+
+def all_attacks() -> list[Path]:
+    return sorted(ATTACKS.glob("*.py")) + sorted(HEAD_ATTACKS.glob("*.py"))
 
 
 @pytest.mark.unit
@@ -246,8 +352,16 @@ def test_the_corpus_has_at_least_15_distinct_attacks():
 
 
 @pytest.mark.parametrize("path,sandbox,uid,kernel", list(cases()))
-def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, kernel, honest_score, attack_outcome):
+def test_attack_gains_nothing_and_leaves_nothing(request, path, sandbox, uid, kernel, honest_score, attack_outcome):
     ceiling = honest_score(path)
+    if request.node.get_closest_marker("warm"):
+        result, seconds = warm_result(path, sandbox)
+        attack_outcome.update({"attack": path.stem, "sandbox": sandbox + "-warm", "status": result.get("status"),
+                               "score": result.get("score"), "honest": ceiling, "seconds": seconds})
+        assert result.get("status") in ("graded", "rejected"), f"no result: {result.get('status')}: {result.get('message')}"
+        assert_score_held(path, result, "", ceiling)
+        attack_outcome["outcome"] = "held"
+        return
     own = Path(tempfile.mkdtemp(prefix="attack-grade-"))   # this grade's own temp and home folders
     if uid is not None:
         os.chmod(own, 0o755)  # the ordinary user's way to its folders
@@ -286,14 +400,7 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, kernel, hon
                     "score": result.get("score"), "honest": ceiling, "seconds": graded.seconds})
     assert graded.exit_code == 0 and result.get("status") in ("graded", "rejected"), \
         f"no result: exit {graded.exit_code}\n{graded.terminal[-3000:]}"
-    assert result["score"] <= ceiling + 1e-6, f"scored {result['score']} above its honest {ceiling}"
-    assert not raw_text(result, graded.terminal), f"raw student text reached the output: {raw_text(result, graded.terminal)}"
-    assert not [n for n in result.get("notes", []) if "FORGED" in n], f"forged notes shown: {result['notes']}"
-    diagnosed = re.search(r"^# diagnosed: (.+)$", path.read_text(), re.M)
-    if diagnosed:
-        assert result["status"] == "graded", f"{path.name} must be graded to show its diagnosis"
-        named = {b["id"] for b in result.get("bugs") or ()}
-        assert set(diagnosed.group(1).split()) <= named, f"the result names {sorted(named)}"
+    assert_score_held(path, result, graded.terminal, ceiling)
     assert graded.seconds < TIME_LIMIT_S
     assert not after_procs, f"left running: {after_procs}"
     assert not changed, f"files changed outside the sandbox: {changed}"
@@ -301,6 +408,18 @@ def test_attack_gains_nothing_and_leaves_nothing(path, sandbox, uid, kernel, hon
     if sandbox == "docker":  # containers of this grade: none that other grades on the machine started
         assert set(docker_leftovers()) - before_containers == set()
     outcome["outcome"] = "held"
+
+
+def assert_score_held(path: Path, result: dict, terminal: str, ceiling: float) -> None:
+    """What an attack must not gain, in either path: points, raw text, forged notes, a hidden bug."""
+    assert result["score"] <= ceiling + 1e-6, f"scored {result['score']} above its honest {ceiling}"
+    assert not raw_text(result, terminal), f"raw student text reached the output: {raw_text(result, terminal)}"
+    assert not [n for n in result.get("notes", []) if "FORGED" in n], f"forged notes shown: {result['notes']}"
+    diagnosed = re.search(r"^# diagnosed: (.+)$", path.read_text(), re.M)
+    if diagnosed:
+        assert result["status"] == "graded", f"{path.name} must be graded to show its diagnosis"
+        named = {b["id"] for b in result.get("bugs") or ()}
+        assert set(diagnosed.group(1).split()) <= named, f"the result names {sorted(named)}"
 
 
 # -- the delegation family against every installed exercise ------------------------------------

@@ -6,22 +6,14 @@ path a student's laptop takes.
 """
 import pytest
 
-from tests.support.batching import batch
+from tests.support.corpus import Corpus
 from tests.support.grading import EXAMPLES, SUBMISSIONS, grade
 
 CORPUS = sorted((SUBMISSIONS / "correct").iterdir())
 EXAMPLES_CORRECT = [EXAMPLES / "correct.py", EXAMPLES / "notebook.ipynb"]
 
 
-@pytest.fixture(scope="module")
-def corpus_results(tmp_path_factory) -> dict[str, dict]:
-    root = tmp_path_factory.mktemp("correct")
-    (root / "class").mkdir()
-    for path in CORPUS:
-        (root / "class" / path.name).write_bytes(path.read_bytes())
-    run = batch(root / "class", root / "out", "--jobs", "2", timeout=1800)
-    assert run.exit_code == 0, run.output[-3000:]
-    return {path.name: run.result(path.name) for path in CORPUS}
+CORRECT = Corpus("correct", {path.name: path for path in CORPUS})
 
 
 def full_marks(result: dict) -> None:
@@ -33,8 +25,8 @@ def full_marks(result: dict) -> None:
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
-def test_correct_style_scores_full_marks(corpus_results, path):
-    full_marks(corpus_results[path.name])
+def test_correct_style_scores_full_marks(path):
+    full_marks(CORRECT.result(path.name))
 
 
 @pytest.mark.parametrize("path", EXAMPLES_CORRECT, ids=[p.name for p in EXAMPLES_CORRECT])

@@ -9,7 +9,6 @@ regrades a class); one file goes through `grade FILE` and the Docker sandbox too
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -19,6 +18,7 @@ import torch
 from exercise.causal_attention_head import diagnosis, mistakes, reference
 from exercise.causal_attention_head.catalog import CATALOG
 from tests.support.grading import SUBMISSIONS, grade
+from tests.support.corpus import Corpus
 
 NAME = "causal-attention-head"
 HEAD = SUBMISSIONS / "head"
@@ -32,23 +32,20 @@ def declared(path) -> set[str]:
     return {i.strip() for i in path.read_text().splitlines()[0].removeprefix("# bug:").split(",") if i.strip()}
 
 
-@pytest.fixture(scope="module")
-def head_graded(tmp_path_factory) -> dict[str, dict]:
-    """Every correct, buggy and outside-the-catalog file of the corpus, graded by one `grade batch` run: results by
-    'folder/name'."""
-    root = tmp_path_factory.mktemp("head-corpus")
-    (root / "class").mkdir()
-    for path in CORRECT + BUGGY + UNKNOWN:
-        (root / "class" / f"{path.parent.name}__{path.name}").write_bytes(path.read_bytes())
-    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(root / "class"), "--exercise", NAME,
-                           "--out", str(root / "out"), "--jobs", "2"], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = {}
-    for result_file in (root / "out" / "results").glob("*.json"):
-        result = json.loads(result_file.read_text())
-        results[result["submission"]["name"].replace("__", "/", 1)] = result
-    assert len(results) == len(CORRECT) + len(BUGGY) + len(UNKNOWN)
-    return results
+HEAD_CORPUS = Corpus("head", {f"{path.parent.name}/{path.name}": path for path in CORRECT + BUGGY + UNKNOWN},
+                     args=("--exercise", NAME))
+
+
+class _Results(dict):
+    def __missing__(self, key: str) -> dict:
+        return HEAD_CORPUS.result(key)
+
+
+@pytest.fixture(scope="session")
+def head_graded() -> dict[str, dict]:
+    """Every correct, buggy and outside-the-catalog file of the corpus, graded by warm batches once
+    per test run (tests.support.corpus): results by 'folder/name', graded when first asked for."""
+    return _Results()
 
 
 @pytest.mark.unit

@@ -1,5 +1,6 @@
 # attack: error messages hold bidi overrides and isolates, C1 controls (CSI, NEL, OSC in one byte), a lone surrogate and surrogate escapes, which the JSON, the platforms' files and the terminal must neither carry nor choke on
 # sandboxes: local docker
+# path: cold (it aims at the terminal of grade FILE)
 import math
 
 import torch

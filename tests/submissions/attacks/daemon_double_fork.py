@@ -1,5 +1,6 @@
 # attack: double fork + setsid, then exec python3 with an 'attack-daemon-<token>' command line that sleeps 20 s and writes FORGED reports (/tmp/result.json, /tmp/report.json, /tmp/FORGED_daemon_*.txt) and tries to kill its parent's group
 # sandboxes: local docker
+# path: cold (it aims at the process tree)
 # layers: kernel
 # honest: nocausal
 import math

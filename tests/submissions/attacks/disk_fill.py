@@ -1,5 +1,6 @@
 # attack: ignores SIGXFSZ, writes one file in cwd until the size limit, then many 15 MiB files in cwd and /tmp (capped at 1 GiB each by the attack itself)
 # sandboxes: local docker
+# path: cold (it aims at the host's disk)
 # honest: correct
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: reads os.environ and /proc/self/environ for secrets, lists /proc, tries TCP to 127.0.0.1 (22, 80, 2375, 8080) and the Docker socket /var/run/docker.sock (GET /containers/json), reports via exception
 # sandboxes: local docker
+# path: cold (it aims at the host beside the grade)
 # honest: nocausal
 import math
 import os

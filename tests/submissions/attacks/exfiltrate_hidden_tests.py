@@ -1,5 +1,6 @@
 # attack: searches the filesystem for reference.py, test_03_matches_mha.py and anything under a folder named exercise, reads /work/job.json and /proc of other processes, and leaks what it finds through stdout and an exception message
 # sandboxes: docker
+# path: cold (it aims at the host beside the grade)
 # honest: nocausal
 import math
 import os

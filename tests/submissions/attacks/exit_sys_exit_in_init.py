@@ -1,5 +1,6 @@
 # attack: sys.exit(0) inside __init__ (module construction, not import)
 # sandboxes: local docker
+# path: cold (it aims at the grade's exit)
 # honest: correct
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: writes native/Gradescope/PrairieLearn-looking result files (./result.json, /tmp/result.json, /tmp/report.json, /autograder/results/results.json, /grade/results/results.json, <repo>/result.json)
 # sandboxes: local docker
+# path: cold (it aims at the result files grade FILE reads)
 # honest: nocausal
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: forward forks in a loop (children fork too, then sleep) until fork fails
 # sandboxes: local docker
+# path: cold (it aims at the process tree and its limits)
 # layers: kernel
 # honest: correct
 import math

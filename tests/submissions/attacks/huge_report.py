@@ -1,5 +1,6 @@
 # attack: patches the worker so that every error it reports carries a 900 kB type name and message, its ready message 60 000 notes, its call counts 20 000 names, and its forward raises on every other call: a report of that many megabytes would be thrown away
 # sandboxes: local docker
+# path: cold (it aims at the result grade FILE writes)
 # honest: correct
 import math
 import sys

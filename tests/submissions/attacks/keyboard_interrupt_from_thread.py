@@ -1,5 +1,6 @@
 # attack: a background thread fires _thread.interrupt_main() every 5 ms, so KeyboardInterrupt lands outside forward (in the worker's own recv/send loop)
 # sandboxes: local docker
+# path: cold (it aims at the grade process)
 # honest: correct
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: on the first forward: os.kill(-1, SIGKILL) (every process it may signal, itself included), after trying killpg on process groups 1..300 except its own
 # sandboxes: local docker
+# path: cold (it aims at the grade process and its process tree)
 # honest: correct
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: os.kill(os.getppid(), SIGKILL) on the first forward call (the zygote locally / in Docker), then answers normally
 # sandboxes: local docker
+# path: cold (it aims at the grade process)
 # honest: correct
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: while True: pass inside __init__
 # sandboxes: local docker
+# path: cold (it aims at the time limit of grade FILE)
 # honest: correct
 import math
 import os

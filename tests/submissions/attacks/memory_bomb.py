@@ -1,5 +1,6 @@
 # attack: forward forks 4 children that each touch 2.5 GiB (per-process RLIMIT_AS 3 GiB, but no total cap?) and holds them 30 s, while the worker itself allocates until MemoryError
 # sandboxes: local docker
+# path: cold (it aims at the host's memory)
 # layers: kernel
 # honest: correct
 import math

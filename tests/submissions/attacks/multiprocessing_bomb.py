@@ -1,5 +1,6 @@
 # attack: at import, multiprocessing starts 300 sleeping processes (fork context) before the class is defined
 # sandboxes: local docker
+# path: cold (it aims at the process tree and its limits)
 # layers: kernel
 # honest: correct
 import math

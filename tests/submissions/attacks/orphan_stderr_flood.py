@@ -1,5 +1,6 @@
 # attack: at import, a setsid grandchild (own process group, so killpg of the worker misses it) floods stderr forever; the worker itself stays correct
 # sandboxes: local docker
+# path: cold (it aims at the terminal of grade FILE)
 # layers: kernel
 # honest: correct
 import math

@@ -1,5 +1,6 @@
 # attack: writes conftest.py + sitecustomize.py into cwd, /tmp, site-packages and the installed exercise tests dir (plus test_00_forged.py there and a FORGED_attack.pth in site-packages); payloads log where they run and forge the score of a later canary submission
 # sandboxes: local docker
+# path: cold (it aims at the host beside the grade)
 # honest: nocausal
 import math
 import os

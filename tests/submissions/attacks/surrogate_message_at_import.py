@@ -1,5 +1,6 @@
 # attack: importing the file raises an exception whose message is a lone surrogate wrapped in escape codes, so the rejection itself cannot be encoded as UTF-8
 # sandboxes: local docker
+# path: cold (it aims at the terminal of grade FILE)
 import math
 
 import torch

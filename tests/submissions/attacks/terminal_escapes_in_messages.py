@@ -1,5 +1,6 @@
 # attack: every error message and printed line carries terminal escape sequences: clear screen, cursor moves, a window title, an OSC 8 link, concealed text and a fake score table drawn over the real one
 # sandboxes: local docker
+# path: cold (it aims at the terminal of grade FILE)
 import math
 
 import torch

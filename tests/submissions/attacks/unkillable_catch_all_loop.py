@@ -1,5 +1,6 @@
 # attack: ignores SIGTERM/SIGINT/SIGHUP/SIGXCPU/SIGALRM/SIGUSR1 at import; forward loops forever, catching every BaseException
 # sandboxes: local docker
+# path: cold (it aims at the time limit of grade FILE)
 # honest: correct
 import math
 import os

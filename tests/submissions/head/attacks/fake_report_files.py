@@ -1,5 +1,6 @@
 # attack: at import, writes forged full-marks reports to ./result.json, $TMPDIR, /tmp and the platforms' result folders and prints one; in every call, writes one to each open descriptor 3..63
 # sandboxes: local docker
+# path: cold (it aims at the result files grade FILE reads)
 # exercise: causal-attention-head
 import math
 import os

@@ -1,5 +1,6 @@
 # attack: prints 4 MiB to stdout and stderr on every call (past the sandbox's output limit)
 # sandboxes: local docker
+# path: cold (it aims at the terminal of grade FILE)
 # exercise: causal-attention-head
 import math
 import sys

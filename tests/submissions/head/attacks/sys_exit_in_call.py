@@ -1,5 +1,6 @@
 # attack: sys.exit(0) inside causal_attention on its 2nd call, and SystemExit from a thread-less raise on the 4th
 # sandboxes: local docker
+# path: cold (it aims at the grade's exit)
 # exercise: causal-attention-head
 import math
 import sys

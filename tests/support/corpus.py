@@ -1,0 +1,56 @@
+"""A graded corpus: files graded once per test run, by warm `grade batch` runs, read by many tests.
+
+Grading a file with `grade FILE` costs a fresh Python, a torch import and a sandbox (4 to 8 s, more
+under load); a warm batch grades the same file in a fraction of that. A `Corpus` names the files a
+set of tests asserts on; the first test that asks for a file's result grades the chunk the file is
+in, by one `grade batch`, and every other test (on any pytest-xdist worker) reads that result
+(tests.support.shared). Chunks keep each batch to a few minutes, so no test waits long on one and
+both workers can grade different chunks at once.
+"""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.batching import batch
+from tests.support.shared import once, run_dir
+
+CHUNK = 24   # files per batch: about a minute of a warm batch's work on a quiet 2-core machine
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """`files`: the key a test asks by, and how to make the file's text (its bytes, or a path to
+    copy). `args`: the batch's options (an exercise, a sandbox); `env`: variables for it."""
+    name: str
+    files: dict[str, Path | Callable[[], str]]
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    chunk: int = CHUNK
+
+    def result(self, key: str) -> dict:
+        """The batch's result JSON for this file."""
+        keys = sorted(self.files)
+        assert key in self.files, f"{key} is not in the corpus {self.name}"
+        k = keys.index(key) // self.chunk
+        return once(f"corpus-{self.name}-{k}", lambda: self._grade(keys[k * self.chunk:(k + 1) * self.chunk]))[key]
+
+    def results(self) -> dict[str, dict]:
+        return {key: self.result(key) for key in sorted(self.files)}
+
+    def _grade(self, keys: list[str]) -> dict[str, dict]:
+        root = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=run_dir()))
+        (root / "class").mkdir()
+        names = {key: key.replace("/", "__") for key in keys}
+        for key, name in names.items():
+            source = self.files[key]
+            target = root / "class" / name
+            if isinstance(source, Path):
+                target.write_bytes(source.read_bytes())
+            else:
+                target.write_text(source())
+        run = batch(root / "class", root / "out", "--jobs", "2", *self.args, timeout=900, env=self.env)
+        assert run.exit_code == 0, f"the batch of {self.name} failed: {run.output[-3000:]}"
+        return {key: run.result(name) for key, name in names.items()}
