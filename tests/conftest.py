@@ -2,8 +2,6 @@
 tests/support."""
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import os
 import subprocess
@@ -12,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.grading import SUBMISSIONS, Batched, Graded, grade
-from tests.support.corpus import Corpus
-from tests.support.shared import once
+from tests.support.grading import Batched, grade_once
+from tests.support.corpus import BUGGY_AND_UNKNOWN, Corpus
 
 # tests/plugins holds an exercise package that test_plugins.py installs; its own tests are the
 # exercise's suite (run by the harness against a submission), not the project's.
@@ -24,14 +21,7 @@ collect_ignore = ["plugins"]
 @pytest.fixture(scope="session")
 def grade_cached():
     """`grade FILE` once per run (shared by the workers); several tests may look at the same result."""
-    def run(path: Path, *extra: str) -> Graded:
-        return Graded(**once(f"grade-{path.name}-{_digest(str(path), *extra)}",
-                             lambda: dataclasses.asdict(grade(path, *extra))))
-    return run
-
-
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    return grade_once
 
 
 class _Lazy(dict):
@@ -46,10 +36,6 @@ class _Lazy(dict):
 
     def get(self, key, default=None):
         return self[key] if key in self.corpus.files else default
-
-
-BUGGY_AND_UNKNOWN = Corpus("buggy-unknown", {f"{folder}/{path.name}": path for folder in ("buggy", "unknown")
-                                             for path in sorted((SUBMISSIONS / folder).glob("*.py"))})
 
 
 @pytest.fixture(scope="session")
@@ -68,8 +54,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
     lane = config.getoption("lane")
     if lane is not None:
-        files = set(lane.split(",")) - {"none"}
-        kept = [i for i in items if i.get_closest_marker("unit") or i.nodeid.split("::")[0] in files]
+        files = set(lane.split(",")) - {"none", "+docker"}
+        kept = [i for i in items if i.get_closest_marker("unit") or i.nodeid.split("::")[0] in files
+                and ("+docker" in lane or i.get_closest_marker("docker") is None)]
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept
     if hasattr(config, "workerinput"):
@@ -132,8 +119,8 @@ else:
 
 def pytest_addoption(parser):
     parser.addoption("--lane", metavar="FILES",
-                     help="the changed lane (tests/lanes.py): the unit tier and every test of these test "
-                          "files (comma-separated); the rest is deselected")
+                     help="the changed lane (tests/lanes.py): the unit tier and the tests of these test "
+                          "files (comma-separated), those marked docker only with +docker; the rest is deselected")
     parser.addoption("--durations-file", metavar="PATH",
                      help="write each test's seconds (setup, call and teardown) to PATH as JSON, as "
                           "tests/durations.json keeps them for the scheduler")
@@ -146,7 +133,17 @@ def pytest_configure(config):
         run = os.environ.setdefault(RUN_VARIABLE, os.urandom(8).hex())
         if hasattr(config.option, "testrunuid") and config.option.testrunuid is None:
             config.option.testrunuid = run
-    config._grader_timing = {"started": time.monotonic(), "tests": {}, "workers": {}}
+    config._grader_timing = {"started": time.monotonic(), "tests": {}, "workers": {}, "cpu": _cpu_times()}
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, all) jiffies of the machine's CPUs so far (/proc/stat), or None where there is none."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle and iowait
+    return sum(fields) - idle, sum(fields)
 
 
 def pytest_unconfigure(config):
@@ -189,6 +186,10 @@ def _report_timing(terminalreporter, config) -> None:
     terminalreporter.section("timing")
     write(f"wall time {wall:.0f} s; busy time by worker: "
           + ", ".join(f"{w} {s:.0f} s ({s / wall:.0%})" for w, s in sorted(timing["workers"].items())))
+    now = _cpu_times()
+    if now and timing["cpu"] and now[1] > timing["cpu"][1]:
+        write(f"the machine's CPUs were busy {(now[0] - timing['cpu'][0]) / (now[1] - timing['cpu'][1]):.0%} "
+              f"of the run ({os.cpu_count()} cores; anything else running counts too)")
     write("the 15 slowest files (seconds of setup, call and teardown, summed over their tests):")
     for name, seconds in sorted(files.items(), key=lambda kv: -kv[1])[:15]:
         write(f"  {seconds:8.1f}  {name}")

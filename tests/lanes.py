@@ -5,7 +5,8 @@ of the test's own process sees which module ran; so the lane reads an explicit m
 of the project, the test files that exercise it beyond the unit tier. The unit tier always runs
 (it takes seconds), a changed test file runs, and so does every test file that imports a changed
 module of tests/support. A change to something the map does not know (the build, the scripts)
-runs the whole suite, as does a change to the map itself.
+runs the whole suite, as does a change to the map itself. The tests marked `docker` run only when
+the change touches the Docker sandbox or its image (DOCKER); CI runs them all.
 
     python -m tests.lanes [BASE]    prints the test files for the change against BASE (default:
                                     main; uncommitted changes count), comma-separated, for
@@ -54,6 +55,9 @@ MAP: list[tuple[str, list[str]]] = [
 ]
 
 
+DOCKER = ("sandbox/docker*", "Dockerfile", "tests/test_docker.py")
+
+
 def changed(base: str) -> list[str]:
     """Paths changed against `base`, committed or not, and new untracked files."""
     def git(*args: str) -> list[str]:
@@ -93,7 +97,11 @@ def selection(paths: list[str]) -> list[str] | None:
 def main() -> None:
     base = sys.argv[1] if len(sys.argv) > 1 else "main"
     chosen = selection(changed(base))
-    print("all" if chosen is None else ",".join(f"tests/{name}.py" for name in chosen) or "none")
+    if chosen is None:
+        print("all")
+        return
+    docker = any(fnmatch.fnmatch(path, pattern) for path in changed(base) for pattern in DOCKER)
+    print(",".join([f"tests/{name}.py" for name in chosen] + (["+docker"] if docker else [])) or "none")
 
 
 if __name__ == "__main__":

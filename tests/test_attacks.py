@@ -323,7 +323,7 @@ def warm_batch(sandbox: str, args: tuple[str, ...], paths: list[Path], seed: str
     return {"results": results, "problems": problems, "seconds": seconds, "changed": changed}
 
 
-def warm_result(path: Path, sandbox: str) -> tuple[dict, float]:
+def warm_result(path: Path, sandbox: str) -> tuple[dict, float, str | None]:
     """The attack's result from the warm batch of its chunk (graded once per run, on whichever
     worker asks first), or, where that batch left something behind, from a batch of its own."""
     seed = SEED["ATTENTION_GRADER_SEED_KEY"]
@@ -334,10 +334,13 @@ def warm_result(path: Path, sandbox: str) -> tuple[dict, float]:
     chunk = same[k * WARM_CHUNK:(k + 1) * WARM_CHUNK]
     made = once(f"attacks-warm-{sandbox}-{'-'.join(args) or 'default'}-{k}", lambda: warm_batch(sandbox, args, chunk, seed))
     if made["problems"]:
+        chunk_problems = made["problems"]
         made = once(f"attacks-warm-{sandbox}-alone-{path.parent.name}-{path.name}",
                     lambda: warm_batch(sandbox, args, [path], seed))
         assert not made["problems"], "graded alone in a warm batch:\n" + "\n".join(made["problems"])
-    return made["results"][path.name], made["seconds"]
+        # Not this attack's doing: its test passes, and the table says what its batch met.
+        made = {**made, "note": "its batch: " + "; ".join(chunk_problems)[:300] + "; alone: nothing"}
+    return made["results"][path.name], made["seconds"], made.get("note")
 
 
 def all_attacks() -> list[Path]:
@@ -355,12 +358,12 @@ def test_the_corpus_has_at_least_15_distinct_attacks():
 def test_attack_gains_nothing_and_leaves_nothing(request, path, sandbox, uid, kernel, honest_score, attack_outcome):
     ceiling = honest_score(path)
     if request.node.get_closest_marker("warm"):
-        result, seconds = warm_result(path, sandbox)
+        result, seconds, note = warm_result(path, sandbox)
         attack_outcome.update({"attack": path.stem, "sandbox": sandbox + "-warm", "status": result.get("status"),
                                "score": result.get("score"), "honest": ceiling, "seconds": seconds})
         assert result.get("status") in ("graded", "rejected"), f"no result: {result.get('status')}: {result.get('message')}"
         assert_score_held(path, result, "", ceiling)
-        attack_outcome["outcome"] = "held"
+        attack_outcome["outcome"] = "held" + (f" ({note})" if note else "")
         return
     own = Path(tempfile.mkdtemp(prefix="attack-grade-"))   # this grade's own temp and home folders
     if uid is not None:

@@ -6,14 +6,11 @@ path a student's laptop takes.
 """
 import pytest
 
-from tests.support.corpus import Corpus
+from tests.support.corpus import CORRECT
 from tests.support.grading import EXAMPLES, SUBMISSIONS, grade
 
 CORPUS = sorted((SUBMISSIONS / "correct").iterdir())
 EXAMPLES_CORRECT = [EXAMPLES / "correct.py", EXAMPLES / "notebook.ipynb"]
-
-
-CORRECT = Corpus("correct", {path.name: path for path in CORPUS})
 
 
 def full_marks(result: dict) -> None:

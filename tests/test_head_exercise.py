@@ -17,7 +17,7 @@ import torch
 
 from exercise.causal_attention_head import diagnosis, mistakes, reference
 from exercise.causal_attention_head.catalog import CATALOG
-from tests.support.grading import SUBMISSIONS, grade
+from tests.support.grading import SUBMISSIONS, grade, grade_once
 from tests.support.corpus import Corpus
 
 NAME = "causal-attention-head"
@@ -92,7 +92,7 @@ def test_grade_exercises_lists_both():
 
 
 def _one_file_graded(sandbox: str):
-    graded = grade(HEAD / "buggy" / "mask_after_softmax__masked_fill_zero.py", "--exercise", NAME, "--sandbox", sandbox)
+    graded = grade_once(HEAD / "buggy" / "mask_after_softmax__masked_fill_zero.py", "--exercise", NAME, "--sandbox", sandbox)
     assert graded.exit_code == 0 and graded.result["status"] == "graded", graded.terminal[-2000:]
     assert graded.result["exercise"] == NAME and graded.result["environment"]["sandbox"] == sandbox
     top = graded.terminal.split("Test group")[0]

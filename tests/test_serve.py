@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.support.grading import SUBMISSIONS, grade
+from tests.support.grading import SUBMISSIONS
 from tests.support.serving import CallbackReceiver, Server, bug_ids, summary, two_tokens
 
 CORPUS = [SUBMISSIONS / "correct" / "einsum.py",
@@ -66,14 +66,14 @@ def test_healthz_and_openapi_need_no_token(server):
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
-def test_same_result_as_grade_file(server, a, path):
+def test_same_result_as_grade_file(server, a, grade_cached, path):
     answer = server.upload(a, path.read_bytes(), path.name)
     assert answer.status_code == 202, answer.text
     accepted = answer.json()
     assert accepted == {"id": accepted["id"], "state": "queued", "url": f"/v1/grades/{accepted['id']}"}
     document = server.wait(a, accepted["url"])
     assert set(document) == {"id", "state", "url", "result"} and document["state"] == "done"
-    cli = grade(path)
+    cli = grade_cached(path)
     assert cli.exit_code == 0, cli.terminal
     assert summary(document["result"]) == summary(cli.result)
     assert document["result"]["submission"] == cli.result["submission"]

@@ -2,11 +2,13 @@
 they show, a mistake with a free parameter is named with its fitted value, code outside the catalog
 gets the honest note and never a wrong name, and what the feedback calls a bug costs points.
 
-Each case is a one-line change of a correct submission, graded through the real CLI.
+Each case is a one-line change of a correct submission, graded through the real CLI (by warm
+batches, as a class is: tests/support/corpus.py).
 """
 import pytest
 
-from tests.support.grading import SUBMISSIONS, grade
+from tests.support.corpus import Corpus
+from tests.support.grading import SUBMISSIONS, Batched
 
 BASE = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
 SCALE = "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)"
@@ -36,21 +38,22 @@ VARIANTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("variants")
-    results = {}
+def _variant(name: str) -> str:
+    old, new = VARIANTS[name]
+    assert BASE.count(old) == 1, name
+    return BASE.replace(old, new)
 
+
+VARIANT_CORPUS = Corpus("trust", {f"{name}.py": lambda name=name: _variant(name) for name in VARIANTS})
+
+
+@pytest.fixture(scope="session")
+def graded():
+    """A variant's result, graded once per run with the others by warm batches."""
     def run(name):
-        if name not in results:
-            old, new = VARIANTS[name]
-            assert BASE.count(old) == 1, name
-            path = folder / f"{name}.py"
-            path.write_text(BASE.replace(old, new))
-            results[name] = grade(path)
-            assert results[name].exit_code == 0, results[name].terminal
-            assert results[name].result["status"] == "graded", results[name].terminal
-        return results[name]
+        result = VARIANT_CORPUS.result(f"{name}.py")
+        assert result["status"] == "graded", result.get("message")
+        return Batched(result)
     return run
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.batching import batch
+from tests.support.grading import SUBMISSIONS
 from tests.support.shared import once, run_dir
 
 CHUNK = 24   # files per batch: about a minute of a warm batch's work on a quiet 2-core machine
@@ -54,3 +55,10 @@ class Corpus:
         run = batch(root / "class", root / "out", "--jobs", "2", *self.args, timeout=900, env=self.env)
         assert run.exit_code == 0, f"the batch of {self.name} failed: {run.output[-3000:]}"
         return {key: run.result(name) for key, name in names.items()}
+
+
+# The corpora several test files read: the correct styles by file name; the buggy and
+# outside-the-catalog files by 'folder/name' (graded as 'folder__name').
+CORRECT = Corpus("correct", {path.name: path for path in sorted((SUBMISSIONS / "correct").iterdir())})
+BUGGY_AND_UNKNOWN = Corpus("buggy-unknown", {f"{folder}/{path.name}": path for folder in ("buggy", "unknown")
+                                             for path in sorted((SUBMISSIONS / folder).glob("*.py"))})

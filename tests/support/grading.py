@@ -68,6 +68,17 @@ def grade(path: Path, *extra: str, timeout: float = 240, env: dict | None = None
     return Graded(proc.returncode, result, proc.stderr, time.monotonic() - started)
 
 
+def grade_once(path: Path, *extra: str) -> Graded:
+    """`grade FILE` (the cold path) once per test run for these arguments, whichever worker asks
+    first (tests.support.shared); several tests may look at the same result."""
+    import dataclasses
+    import hashlib
+
+    from tests.support.shared import once
+    digest = hashlib.sha256("\0".join([str(path), *extra]).encode()).hexdigest()[:16]
+    return Graded(**once(f"grade-{path.name}-{digest}", lambda: dataclasses.asdict(grade(path, *extra))))
+
+
 @dataclass
 class Batched:
     """One submission's result from a `grade batch` run (no terminal of its own)."""
