@@ -121,6 +121,32 @@ def test_a_fitted_mistake_at_some_shapes_only_is_named_and_localised(mistake):
     assert diagnosis._match_evidence(combo, values, wrong, observed)  # the whole evidence is written too
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("mistake", __import__("exercise.causal_self_attention.mistakes",
+                                                fromlist=["BUFFERS"]).BUFFERS, ids=lambda m: m[1])
+def test_a_mask_made_for_a_fixed_length_is_named_with_what_it_does_past_it_and_the_length(mistake):
+    """Whatever a mask made for N positions does past N (opened, emptied, the diagonal alone,
+    positions clamped, counted modulo N, cut in blocks), at any N the probes reach: the length is
+    the measured one (Observed.right_up_to), the behaviour is told apart, and the evidence says
+    where the output stops being right."""
+    import torch
+
+    from exercise.causal_self_attention import diagnosis, mistakes, reference
+    for length in (7, 23, 64, 257):
+        observed = []
+        weights = reference.random_weights(diagnosis.DIM, seed=5)
+        for probe in diagnosis.probes():
+            correct = reference.attention(weights, diagnosis.HEADS, probe.x, probe.mask)
+            out = mistakes.attention(weights, diagnosis.HEADS, probe.x, probe.mask, (mistake,),
+                                     value=torch.tensor(float(length)))
+            observed.append(diagnosis.Observed(probe, weights, out, correct, right_up_to=length))
+        combo, values = _named(observed)
+        assert combo == (mistake,) and set(values.values()) == {length}, (length, combo, values)
+        wrong = [o for o in observed if o.wrong]
+        assert f"right for sequences up to length {length} and wrong from {length + 1} on" in \
+            diagnosis._match_evidence(combo, values, wrong, observed)
+
+
 def _observed(out_of, shapes, dtypes=("float64", "float32")):
     """The diagnosis's probes at these shapes, with `out_of(weights, heads, probe)` as the output."""
     from exercise.causal_self_attention import diagnosis, reference

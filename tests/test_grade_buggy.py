@@ -43,6 +43,10 @@ EXPECTED = {
     "mask_fill_not_neg_inf__padding_": ((PAD_MHA,), tuple(g for g in EVERYTHING if g != PAD_MHA)),
     "mask_fill_not_neg_inf__float_padding_bias": ((PAD_MHA,), tuple(g for g in EVERYTHING if g != PAD_MHA)),
     "softmax_wrong_dim": ((WORKED, MHA, AUTOGRAD, PERTURB), INTERFACE),
+    # NaN outputs: a module that does not do attention's job earns the interface points at most.
+    "nan_from_inf_mask": ((WORKED, MHA, PAD_MHA, AUTOGRAD, PARAMS), INTERFACE),
+    # NaN with a padding mask only: every test without one keeps its points.
+    "nan_from_inf_mask__padding": ((PAD_MHA, ALL_TRUE, PAD_LEAK), INTERFACE + (WORKED, MHA, PARAMS)),
     "missing_output_projection": ((WORKED, MHA, PAD_MHA), INTERFACE + (ALL_TRUE, PAD_LEAK) + CAUSALITY + (PARAMS,)),
     "params_depend_on_heads": ((LAYERS, MHA, PARAMS), (SHAPE,)),
     # The parameter count is a property of function, checked on the stated layers with the

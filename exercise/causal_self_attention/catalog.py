@@ -85,6 +85,17 @@ CATALOG: dict[str, BugInfo] = {
         "the masked keys are not removed.",
         "scores = scores.masked_fill(~allowed, float('-inf')) before the softmax.",
         OUTPUT + LEAK + PADDING),
+    # A correct mask never leaves a real position's row all -inf (the diagonal stays): NaN on every
+    # probe comes from arithmetic on -inf (mistakes.SLOTS["nan"]).
+    "nan_from_inf_mask": BugInfo(
+        "The mask's -inf turns scores into NaN",
+        "-inf only works as a value a score is set to, or added to an ordinary score. 0 * -inf is NaN, so "
+        "an additive mask built as (1 - tril) * -inf is NaN at every key a position may see; multiplying "
+        "the scores by a mask that holds -inf makes a negative score +inf. A NaN or +inf score makes the "
+        "whole softmax row NaN.",
+        "Set the scores directly: scores.masked_fill(~allowed, float('-inf')), or build an additive mask "
+        "with torch.zeros(T, T).masked_fill(~allowed, float('-inf')).",
+        OUTPUT + LEAK + PADDING),
     "softmax_wrong_dim": BugInfo(
         "The softmax runs over the wrong dimension",
         "Each query's weights over the keys must sum to 1: the softmax goes over the last dimension.",

@@ -158,11 +158,14 @@ def _structure(student, found: Diagnosis, *_):
 # -- outputs -----------------------------------------------------------------------------------------
 @dataclass
 class Observed:
-    """The student's output on one probe, beside the correct one."""
+    """The student's output on one probe, beside the correct one; `right_up_to`: the longest
+    sequence the module's output is right for at this shape and dtype, where it is right on the
+    short probes and wrong on a long one (a mask made for a fixed length, mistakes.BUFFERS)."""
     probe: Probe
     weights: dict
     out: torch.Tensor
     correct: torch.Tensor
+    right_up_to: int | None = None
 
     @property
     def wrong(self) -> bool:
@@ -258,8 +261,32 @@ def _observe(student, found: Diagnosis, dim: int, heads: int, dtype: str) -> lis
         runs, breaks, raised = _longest_that_runs(module, dim, dtype, 9, max(p.x.shape[1] for p in long), err)
         found.add("fixed_max_length", None,
                   f"sequences up to length {runs} run, but length {breaks} raises {raised.describe()}")
-    return [Observed(p, weights, out, reference.attention(weights, heads, p.x, p.mask))
-            for p, out in zip(short, outs)]
+    observed = [Observed(p, weights, out, reference.attention(weights, heads, p.x, p.mask))
+                for p, out in zip(short, outs)]
+    right = [o.probe.x.shape[1] for o in observed if not o.wrong]
+    wrong = [o.probe.x.shape[1] for o in observed if o.wrong]
+    # Right at some length of 2 or more, wrong at every longer one: a mask made for a fixed length.
+    # (Right at T = 1 alone says nothing: one position has nothing to mask, and a "mask made for 1
+    # position" opened, clamped or taken modulo 1 is no mask at all, which no_causal_mask names.)
+    if wrong and max(right, default=0) >= 2 and min(wrong) > max(right):
+        up_to = _longest_right(module, weights, heads, dtype, max(right, default=1), min(wrong))
+        for o in observed:
+            o.right_up_to = up_to
+    return observed
+
+
+def _longest_right(module, weights: dict, heads: int, dtype: str, right: int, wrong: int) -> int:
+    """The longest T at which the module's output is right, by bisection between a length where it
+    is right and a longer one where it is wrong: where a mask made for a fixed length ends."""
+    while wrong - right > 1:
+        middle = (right + wrong) // 2
+        x = random_input(1, middle, dim=weights["proj.bias"].shape[0], seed=931 + middle, dtype=dtype)
+        try:
+            ok = _same(module(x), reference.attention(weights, heads, x, None), dtype)
+        except StudentCodeError:
+            ok = False
+        right, wrong = (middle, wrong) if ok else (right, middle)
+    return right
 
 
 def _explain(wrong: list[Observed]):
@@ -272,7 +299,7 @@ def _explain(wrong: list[Observed]):
     alone (where a model that is wrong elsewhere on the same probe could fit by chance)."""
     for rows in (False, True):
         found: list[tuple[tuple[mistakes.Mistake, ...], dict]] = [((m,), {}) for m in mistakes.SINGLES if all(_matches(o, (m,), rows=rows) for o in wrong)]
-        for mistake, grid in mistakes.FITTED:
+        for mistake, grid in mistakes.FITTED + [(m, ()) for m in mistakes.BUFFERS]:
             values = {}
             for o in wrong:
                 key = _key(o, mistake)
@@ -324,7 +351,10 @@ def _rows_equal(a: torch.Tensor, b: torch.Tensor, dtype: str) -> torch.Tensor:
 
 def _fit(o: Observed, mistake, grid) -> float | None:
     """The value of a mistake's free parameter that best reproduces the output on one probe: the
-    best point of a grid, then Gauss-Newton steps to full precision."""
+    best point of a grid, then Gauss-Newton steps to full precision. A mask's length is measured,
+    not fitted (Observed.right_up_to)."""
+    if mistake in mistakes.BUFFERS:
+        return None if o.right_up_to is None else float(o.right_up_to)
     target = o.out.double()
     usable = torch.isfinite(target)
 
@@ -398,6 +428,10 @@ def _match_evidence(combo, values: dict, wrong: list[Observed], observed: list[O
                 f" (expected 1/sqrt(head_dim) = {1 / math.sqrt(d // h):.6g})" if combo[0][0] == "wrong_scale" else "")
                 for (d, h, *dtype), v in values.items())
         fitted = f"; fitted to your output, {what} {shown}"
+        if combo[0] in mistakes.BUFFERS:
+            lengths = sorted({int(v) for v in values.values()})
+            fitted = (f"; measured on your layer, its output is right for sequences up to length "
+                      f"{' or '.join(map(str, lengths))} and wrong from {lengths[0] + 1} on")
     # Show the probe where the output is furthest from the correct layer's.
     worst = max(wrong, key=lambda o: _gap(o.out, o.correct))
     b, t = _worst(worst.out, worst.correct)
@@ -413,7 +447,7 @@ def _where_it_shows(wrong: list[Observed], observed: list[Observed], combo, valu
     else which shapes it is limited to (n_heads, B, T). A mistake with a free parameter is modelled
     only at the shapes it was fitted at (where the output is wrong): elsewhere it has no value, and
     the output there being right says nothing against it."""
-    fitted = any(m == mistake for m in combo for mistake, _grid in mistakes.FITTED)
+    fitted = any(m == mistake for m in combo for mistake, _grid in mistakes.FITTED) or combo[0] in mistakes.BUFFERS
     shapes = {key[:2] for key in values}
     right = sorted({(o.probe.dim, o.probe.heads) for o in observed} - shapes) if fitted else []
     if right:

@@ -9,7 +9,8 @@ softmax) or, with `empty_rows_zero`, as zero attention (what F.scaled_dot_produc
 
 Mistakes with a free parameter (FITTED) take its value as `value`: the factor the scores are scaled
 by, the number masked scores are set to, or the number a mask adds to the scores (ADDITIVE). The
-diagnosis fits it to the student's output. Realisations are covered by a parameter, not listed one
+diagnosis fits it to the student's output. A mask made for a fixed length (BUFFERS) takes that length
+as `value`, which the diagnosis measures on the student's module. Realisations are covered by a parameter, not listed one
 by one: every order of the merged axes (MERGES), any additive constant of either sign.
 """
 from __future__ import annotations
@@ -38,8 +39,7 @@ SLOTS: dict[str, list[Mistake]] = {
     "causal": [("no_causal_mask", "missing"), ("causal_mask_off_by_one", "excludes_self"),
                ("causal_mask_off_by_one", "includes_next"), ("causal_mask_off_by_one", "offset_+2"),
                ("causal_mask_off_by_one", "offset_-2"), ("mask_after_softmax", "zeroed_after"),
-               ("mask_after_softmax", "causal_zeroed_after"), ("fixed_max_length", "open_past_16"),
-               ("fixed_max_length", "open_past_32")],
+               ("mask_after_softmax", "causal_zeroed_after")],
     "fill": [("mask_fill_not_neg_inf", "zero"), ("mask_fill_not_neg_inf", "causal_zero"),
              ("mask_fill_not_neg_inf", "row_min"), ("mask_fill_not_neg_inf", "row_mean"),
              ("mask_fill_not_neg_inf", "row_max"), ("mask_fill_not_neg_inf", "tensor_min"),
@@ -55,16 +55,23 @@ SLOTS: dict[str, list[Mistake]] = {
     "padding": [("padding_ignored", "ignored"), ("padding_inverted", "inverted"),
                 ("padding_on_queries", "queries")],
     "proj": [("missing_output_projection", "missing")],
+    # Arithmetic on -inf: (1 - tril) * -inf is 0 * -inf = NaN at every key a position may see; a
+    # multiplicative mask holding -inf makes a negative future score +inf; a mask with -inf in it
+    # multiplied by tril is -inf * 0 = NaN at every future key. The padding mask built the first way
+    # comes first: NaN with a mask only is that one, and NaN everywhere is not.
+    "nan": [("nan_from_inf_mask", "padding_zero_times_inf"), ("nan_from_inf_mask", "zero_times_inf"),
+            ("nan_from_inf_mask", "scores_times_inf"), ("nan_from_inf_mask", "masked_times_tril")],
 }
 SINGLES: list[Mistake] = [m for variants in SLOTS.values() for m in variants]
 # Pairs take the merges with a name only, and the constant fills: a second mistake beside a rare
-# order of axes or a fill from the data is not worth the models every unexplained output would cost.
-PAIRED = {**SLOTS, "merge": [("wrong_head_merge", name) for name in NAMED_MERGES.values()],
-          "fill": SLOTS["fill"][:2]}
+# order of axes or a fill from the data is not worth the models every unexplained output would cost;
+# a NaN output hides any second mistake.
+PAIRED = {**{slot: v for slot, v in SLOTS.items() if slot != "nan"}, "merge": [("wrong_head_merge", name) for name in NAMED_MERGES.values()],
+          "fill": SLOTS["fill"][:2],
+          "causal": SLOTS["causal"] + [("fixed_max_length", "open_past_16"), ("fixed_max_length", "open_past_32")]}
 PAIRS: list[tuple[Mistake, Mistake]] = [
     (a, b) for (slot_a, va), (slot_b, vb) in itertools.combinations(PAIRED.items(), 2)
     for a in va for b in vb]
-PADDING_ONLY = {m for m in SLOTS["padding"]}  # invisible without a mask
 # Fitted singles: (mistake, grid of starting values for the fit).
 FITTED: list[tuple[Mistake, tuple[float, ...]]] = [
     (("wrong_scale", "factor"), tuple(10 ** (k / 4) for k in range(-12, 13))),
@@ -75,7 +82,12 @@ FITTED: list[tuple[Mistake, tuple[float, ...]]] = [
     # number included (Hugging Face's mask * finfo.min).
     (("mask_fill_not_neg_inf", "additive"), (-1e4, -1e3, -100, -30, -10, -3, -1, -0.3)),
     (("mask_fill_not_neg_inf", "padding_additive"), (-1e3, -100, -30, -10, -3, -1, -0.3)),
-    (("padding_inverted", "additive"), (-1.79e308, -3.4e38, -1e30, -1e9, -1e4, -1e3, -100, -30, -10, -3, -1)),
+    # Added to the kept keys, a large constant rounds their scores to its own precision, which any
+    # constant of the same binary order of magnitude does alike: one start inside each order where
+    # that shows in float32 or float64 (float16's most negative number, -65504, is in the one from
+    # -2**15 to -2**16), and one at its edge (-2**15 itself rounds the scores either side apart).
+    (("padding_inverted", "additive"), (-1.79e308, -3.4e38, -1e30, -1e9, -1e4, -1e3, -100, -30, -10, -3, -1)
+     + tuple(-m * 2.0 ** k for k in range(10, 57) for m in (1.0, 1.5))),
 ]
 # Fitted masks whose parameter is a number added to the scores: which keys get it, by mask part,
 # and whether the keys a mask blocks get it or the ones it keeps. The number is negative: a softmax
@@ -85,6 +97,27 @@ ADDITIVE: dict[str | tuple[str, str] | None, tuple[str, str]] = {"additive": ("b
             ("padding_inverted", "additive"): ("padding", "kept")}
 NEGATIVE = {("mask_fill_not_neg_inf", "additive"), ("mask_fill_not_neg_inf", "padding_additive"),
             ("padding_inverted", "additive")}
+# A causal mask made for a fixed number N of positions, and what it does past N: its free
+# parameter is N, measured on the student's module (the longest sequence its output is right for),
+# not fitted. open_past: the mask padded with "allowed" (F.pad of an additive mask with zeros), so
+# every key from N on is seen; empty_past: padded with "blocked" (rows past N have no key left);
+# blocked_past: past N only the diagonal; clamped: positions clamped at N - 1, so the queries from
+# N - 1 on see every key; periodic: positions taken modulo N; chunked: attention within blocks of N.
+BUFFERS: list[Mistake] = [("fixed_max_length", v) for v in
+                          ("open_past", "empty_past", "blocked_past", "clamped", "periodic", "chunked")]
+
+
+def _buffer(variant: str, N: int, allowed: torch.Tensor) -> torch.Tensor:
+    """The (T, T) keys a mask made for N positions allows, where `allowed` is the right mask."""
+    T = allowed.shape[-1]
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    inside = allowed & (i < N) & (j < N)
+    return {"open_past": lambda: allowed | (j >= N), "empty_past": lambda: inside,
+            "blocked_past": lambda: inside | (i == j),
+            "clamped": lambda: j.clamp(max=N - 1) <= i.clamp(max=N - 1),
+            "periodic": lambda: j % N <= i % N, "chunked": lambda: allowed & (i // N == j // N)}[variant]()
+
+
 # The causal mask's diagonal: tril(offset) is what position t may attend to.
 OFFSETS: dict[str | None, int] = {"excludes_self": -1, "includes_next": 1, "offset_+2": 2, "offset_-2": -2}
 
@@ -132,9 +165,19 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
     ones = torch.ones(T, T, dtype=torch.bool)
     offset = OFFSETS.get(on.get("causal_mask_off_by_one"), 0)
     allowed = ones if "no_causal_mask" in on else ones.tril(offset)
-    if on.get("fixed_max_length", "").startswith("open_past_"):  # a mask built for N positions, padded with "allowed"
-        allowed = allowed | (torch.arange(T) >= int(on["fixed_max_length"].removeprefix("open_past_")))[None, :]
+    buffer = on.get("fixed_max_length")
+    if buffer is not None:  # open_past_16: open_past at N = 16 (the variants a pair takes)
+        variant, _, length = buffer.partition("_past_")
+        allowed = _buffer(variant + "_past" if length else buffer, int(length or value), allowed)
     allowed = allowed[None, None]                                                 # (1, 1, T, T)
+    inf = on.get("nan_from_inf_mask")
+    if inf in ("zero_times_inf", "scores_times_inf", "masked_times_tril"):  # the causal part, so
+        s = {"zero_times_inf": lambda: s + (~allowed).double() * -math.inf,  # nothing is left to mask
+             "scores_times_inf": lambda: s * torch.where(allowed, 1.0, -math.inf).double(),
+             "masked_times_tril": lambda: s.masked_fill(~allowed, -math.inf) * allowed.double()}[inf]()
+        allowed = torch.ones_like(allowed)
+    elif inf == "padding_zero_times_inf" and mask is not None:
+        s, mask = s.masked_fill(~allowed, -math.inf) + (~mask[:, None, None, :]).double() * -math.inf, None
     fill = on.get("mask_fill_not_neg_inf")
     added = ADDITIVE.get(fill) or (ADDITIVE[("padding_inverted", "additive")]
                                    if on.get("padding_inverted") == "additive" else None)
