@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.grading import Batched, grade_once
+from tests.support.grading import grade_once
 from tests.support.corpus import BUGGY_AND_UNKNOWN, Corpus
 
 # tests/plugins holds an exercise package that test_plugins.py installs; its own tests are the
@@ -24,25 +24,11 @@ def grade_cached():
     return grade_once
 
 
-class _Lazy(dict):
-    """Results by key, graded on first use: `graded[key]` and `graded.get(key)`."""
-    def __init__(self, corpus: Corpus):
-        super().__init__()
-        self.corpus = corpus
-
-    def __missing__(self, key: str) -> Batched:
-        self[key] = Batched(self.corpus.result(key))
-        return self[key]
-
-    def get(self, key, default=None):
-        return self[key] if key in self.corpus.files else default
-
-
 @pytest.fixture(scope="session")
-def corpus_graded():
+def corpus_graded() -> Corpus:
     """Every buggy and outside-the-catalog file of the corpus, graded once per run by warm local
-    batches (as an instructor regrades a class): results by 'folder/name'."""
-    return _Lazy(BUGGY_AND_UNKNOWN)
+    batches (as an instructor regrades a class): result JSON by 'folder/name', graded on first use."""
+    return BUGGY_AND_UNKNOWN
 
 
 def pytest_collection_modifyitems(config, items):
@@ -57,7 +43,8 @@ def pytest_collection_modifyitems(config, items):
         files = set(lane.split(",")) - {"none", "+docker"}
         kept = [i for i in items if i.get_closest_marker("unit") or i.nodeid.split("::")[0] in files
                 and ("+docker" in lane or i.get_closest_marker("docker") is None)]
-        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        kept_ids = {id(i) for i in kept}
+        config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept_ids])
         items[:] = kept
     if hasattr(config, "workerinput"):
         _write_units(items)

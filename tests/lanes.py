@@ -71,12 +71,11 @@ def selection(paths: list[str]) -> list[str] | None:
     files: set[str] = set()
     support = {p.removesuffix(".py").replace("/", ".") for p in paths if p.startswith("tests/support/")}
     for path in paths:
-        name = Path(path).stem
         if path.startswith("tests/test_") and path.endswith(".py"):
-            files.add(name)
-        elif path.startswith("tests/support/") or path in ("tests/conftest.py", "tests/durations.json"):
+            files.add(Path(path).stem)
+        elif path.startswith("tests/support/") or path == "tests/durations.json":
             continue
-        elif path == "tests/lanes.py":
+        elif path in ("tests/lanes.py", "tests/conftest.py"):
             return None
         else:
             for pattern, tests in MAP:
@@ -85,8 +84,6 @@ def selection(paths: list[str]) -> list[str] | None:
                     break
             else:
                 return None
-    if "tests.conftest" in support or "tests/conftest.py" in paths:
-        return None
     for test in (ROOT / "tests").glob("test_*.py"):
         imported = set(re.findall(r"^\s*(?:from|import) (tests\.support\.\w+)", test.read_text(), re.M))
         if imported & support:
@@ -95,12 +92,12 @@ def selection(paths: list[str]) -> list[str] | None:
 
 
 def main() -> None:
-    base = sys.argv[1] if len(sys.argv) > 1 else "main"
-    chosen = selection(changed(base))
+    paths = changed(sys.argv[1] if len(sys.argv) > 1 else "main")
+    chosen = selection(paths)
     if chosen is None:
         print("all")
         return
-    docker = any(fnmatch.fnmatch(path, pattern) for path in changed(base) for pattern in DOCKER)
+    docker = any(fnmatch.fnmatch(path, pattern) for path in paths for pattern in DOCKER)
     print(",".join([f"tests/{name}.py" for name in chosen] + (["+docker"] if docker else [])) or "none")
 
 

@@ -31,6 +31,7 @@ The conftest prints the table of outcomes at the end of the run.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -210,6 +211,18 @@ def running(own: Path, mark: str = ATTACK_MARK) -> set[str]:
     return found
 
 
+def left_running(own: Path, mark: str) -> set[str]:
+    """What still runs of a grade once it ended (running()), after the moment a PID namespace's
+    processes take to die with it."""
+    found = running(own, mark)
+    for _ in range(20):
+        if not found:
+            break
+        time.sleep(0.1)
+        found = running(own, mark)
+    return found
+
+
 def docker_leftovers() -> list[str]:
     """Grading containers this test session made (its owner label) that are still there: other
     grades on the machine make their own, which come and go meanwhile."""
@@ -225,7 +238,7 @@ def docker_leftovers() -> list[str]:
 def _honest_corpora(seed: str) -> dict[tuple[str, ...], Corpus]:
     """The attacks' honest versions, by the options that grade them as their exercise."""
     wanted: dict[tuple[str, ...], dict] = {}
-    for path in sorted(ATTACKS.glob("*.py")) + sorted(HEAD_ATTACKS.glob("*.py")):
+    for path in all_attacks():
         wanted.setdefault(tuple(exercise_args(path)), {})[f"{path.parent.name}/{path.name}"] = \
             lambda path=path: honest_source(path)
     return {args: Corpus("honest-" + "-".join(args[1:] or ["default"]), files, args=args,
@@ -289,12 +302,7 @@ def warm_batch(sandbox: str, args: tuple[str, ...], paths: list[Path], seed: str
     run = batch(own / "class", own / "out", "--jobs", "2", "--sandbox", sandbox, *args,
                 timeout=TIME_LIMIT_S * 3 + 60, env={**{k: str(v) for k, v in places.items()}, "ATTENTION_GRADER_SEED_KEY": seed})
     seconds = time.monotonic() - started
-    after_procs = running(own, mark)
-    for _ in range(20):
-        if not after_procs:
-            break
-        time.sleep(0.1)
-        after_procs = running(own, mark)
+    after_procs = left_running(own, mark)
     after_files = snapshot(*places.values())
     problems = []
     if run.exit_code != 0:
@@ -328,8 +336,7 @@ def warm_result(path: Path, sandbox: str) -> tuple[dict, float, str | None]:
     worker asks first), or, where that batch left something behind, from a batch of its own."""
     seed = SEED["ATTENTION_GRADER_SEED_KEY"]
     args = tuple(exercise_args(path))
-    same = [p for p in all_attacks() if tuple(exercise_args(p)) == args and not cold_only(p)
-            and sandbox in attack_header(p)[1]]
+    same = warm_attacks(sandbox, args)
     k = same.index(path) // WARM_CHUNK
     chunk = same[k * WARM_CHUNK:(k + 1) * WARM_CHUNK]
     made = once(f"attacks-warm-{sandbox}-{'-'.join(args) or 'default'}-{k}", lambda: warm_batch(sandbox, args, chunk, seed))
@@ -345,6 +352,13 @@ def warm_result(path: Path, sandbox: str) -> tuple[dict, float, str | None]:
 
 def all_attacks() -> list[Path]:
     return sorted(ATTACKS.glob("*.py")) + sorted(HEAD_ATTACKS.glob("*.py"))
+
+
+@functools.cache
+def warm_attacks(sandbox: str, args: tuple[str, ...]) -> list[Path]:
+    """The attacks graded warm in this sandbox as this exercise, in the order their chunks take."""
+    return [p for p in all_attacks() if tuple(exercise_args(p)) == args and not cold_only(p)
+            and sandbox in attack_header(p)[1]]
 
 
 @pytest.mark.unit
@@ -387,12 +401,7 @@ def test_attack_gains_nothing_and_leaves_nothing(request, path, sandbox, uid, ke
     graded = grade(marked, "--sandbox", sandbox, *exercise_args(path), timeout=TIME_LIMIT_S + 60,
                    env={**{k: str(v) for k, v in places.items()}, **SEED, **(KERNEL_LAYER if kernel else {})}, uid=uid)
     connected = bait.close() if bait else []
-    after_procs = running(own, mark)
-    for _ in range(20):  # a PID namespace's processes die with it, a moment after the grade ends
-        if not after_procs:
-            break
-        time.sleep(0.1)
-        after_procs = running(own, mark)
+    after_procs = left_running(own, mark)
     after_files = snapshot(*places.values(), *([bait.folder] if bait else []))
     shutil.rmtree(own, ignore_errors=True)
     changed = sorted(k for k in {*before_files, *after_files} if before_files.get(k) != after_files.get(k))

@@ -34,7 +34,7 @@ UNNAMED = {
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=UNNAMED[p.name]))
                                   if p.name in UNNAMED else p for p in BUGGY], ids=[p.name for p in BUGGY])
 def test_realization_is_diagnosed_exactly(corpus_graded, path):
-    result = corpus_graded[f"buggy/{path.name}"].result
+    result = corpus_graded[f"buggy/{path.name}"]
     assert result["status"] == "graded"
     assert {b["id"] for b in result["bugs"]} == declared(path)
     for bug in result["bugs"]:
@@ -43,7 +43,7 @@ def test_realization_is_diagnosed_exactly(corpus_graded, path):
 
 @pytest.mark.parametrize("path", UNKNOWN, ids=[p.name for p in UNKNOWN])
 def test_mistake_outside_the_catalog_loses_points_gets_the_note_and_no_name(corpus_graded, path):
-    result = corpus_graded[f"unknown/{path.name}"].result
+    result = corpus_graded[f"unknown/{path.name}"]
     assert result["status"] == "graded"
     assert result["score"] < result["max_score"]
     assert [b["id"] for b in result["bugs"] if not b["advice"]] == []

@@ -36,16 +36,11 @@ HEAD_CORPUS = Corpus("head", {f"{path.parent.name}/{path.name}": path for path i
                      args=("--exercise", NAME))
 
 
-class _Results(dict):
-    def __missing__(self, key: str) -> dict:
-        return HEAD_CORPUS.result(key)
-
-
 @pytest.fixture(scope="session")
-def head_graded() -> dict[str, dict]:
+def head_graded() -> Corpus:
     """Every correct, buggy and outside-the-catalog file of the corpus, graded by warm batches once
     per test run (tests.support.corpus): results by 'folder/name', graded when first asked for."""
-    return _Results()
+    return HEAD_CORPUS
 
 
 @pytest.mark.unit

@@ -38,8 +38,7 @@ class Corpus:
         k = keys.index(key) // self.chunk
         return once(f"corpus-{self.name}-{k}", lambda: self._grade(keys[k * self.chunk:(k + 1) * self.chunk]))[key]
 
-    def results(self) -> dict[str, dict]:
-        return {key: self.result(key) for key in sorted(self.files)}
+    __getitem__ = result   # corpus[key]: the same, as a mapping reads
 
     def _grade(self, keys: list[str]) -> dict[str, dict]:
         root = Path(tempfile.mkdtemp(prefix=f"{self.name}-", dir=run_dir()))

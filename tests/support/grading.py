@@ -1,6 +1,8 @@
 """Grading as a user does: the real `grade` command on real files, and the corpus's paths."""
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import subprocess
@@ -8,6 +10,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.shared import once
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -71,10 +75,6 @@ def grade(path: Path, *extra: str, timeout: float = 240, env: dict | None = None
 def grade_once(path: Path, *extra: str) -> Graded:
     """`grade FILE` (the cold path) once per test run for these arguments, whichever worker asks
     first (tests.support.shared); several tests may look at the same result."""
-    import dataclasses
-    import hashlib
-
-    from tests.support.shared import once
     digest = hashlib.sha256("\0".join([str(path), *extra]).encode()).hexdigest()[:16]
     return Graded(**once(f"grade-{path.name}-{digest}", lambda: dataclasses.asdict(grade(path, *extra))))
 
