@@ -122,6 +122,7 @@ def test_a_fitted_mistake_at_some_shapes_only_is_named_and_localised(mistake):
 
 
 @pytest.mark.unit
+@pytest.mark.slow  # 2.5 to 4 s each, 20 s together: the whole run keeps them, the fast lane does not
 @pytest.mark.parametrize("mistake", __import__("exercise.causal_self_attention.mistakes",
                                                 fromlist=["BUFFERS"]).BUFFERS, ids=lambda m: m[1])
 def test_a_mask_made_for_a_fixed_length_is_named_with_what_it_does_past_it_and_the_length(mistake):
