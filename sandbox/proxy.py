@@ -129,9 +129,12 @@ class Student:
     @contextlib.contextmanager
     def side_allowance(self, *, timeouts: int = 1):
         """Calls made inside (a diagnosis, say) stop after `timeouts` timeouts and leave the tests'
-        own allowance of timeouts and time as it was."""
+        own allowance of timeouts and time as it was. Once the tests have used up their allowance,
+        no call is made inside either: the student was told the remaining calls were not
+        attempted, and each would only wait out its time limit again."""
         saved = self.timeouts, self.budget_left
-        self.timeouts = max(self.limits.max_timeouts - timeouts, 0)
+        spent = self.timeouts >= self.limits.max_timeouts
+        self.timeouts = self.limits.max_timeouts if spent else max(self.limits.max_timeouts - timeouts, 0)
         try:
             yield
         finally:
