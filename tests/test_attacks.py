@@ -24,9 +24,10 @@ when it is graded (the delegation attacks: `uses_forbidden_builtin`).
 A file with a `# known-hole:` line is an attack the grader does not stop yet: its case is an
 expected failure (xfail, strict), so the run shows it as such and never as passed.
 An attack on the score is graded as a class is, in a warm `grade batch` with the other attacks
-of its chunk, and the batch is watched as a cold grade is (see warm_batch); an attack marked
-`# path: cold`, or graded by an ordinary user or with the kernel's layers alone, goes through
-`grade FILE`, the cold path, one grade per test. The table shows which path each took.
+of its chunk, and the batch is watched as a cold grade is (see warm_batch); so is its run with the
+kernel's layers alone, in a batch of those runs. An attack marked `# path: cold`, or graded by an
+ordinary user, goes through `grade FILE`, the cold path, one grade per test. The table shows which
+path each took.
 The conftest prints the table of outcomes at the end of the run.
 """
 from __future__ import annotations
@@ -110,11 +111,11 @@ def cases():
         if re.search(r"^# as-user: yes$", text, re.M) and os.geteuid() == 0:
             runs.append(("local", NOBODY))
         runs = [(sandbox, uid, False) for sandbox, uid in runs]
-        if re.search(r"^# layers: kernel$", text, re.M):
+        if aims_at_kernel(path):
             runs += [(sandbox, None, True) for sandbox in sandboxes]
         for sandbox, uid, kernel in runs:
             marks = [pytest.mark.docker] if sandbox == "docker" else []
-            if uid is None and not kernel and not cold_only(path):
+            if uid is None and not cold_only(path):
                 marks.append(pytest.mark.warm)
             if hole:  # reported as xfailed, never as passed; strict: a fix makes it fail until the line goes
                 marks.append(pytest.mark.xfail(reason=f"known hole: {hole.group(1)}", strict=True))
@@ -271,7 +272,9 @@ def honest_score():
 # graded again file by file, each in a batch of its own, so that the culprit's test fails by name.
 # An attack marked `# path: cold` aims at what only the cold path has (the `grade` process, its
 # terminal, its exit, the host beside it) and is graded by `grade FILE`, as are the attacks graded
-# by an ordinary user or with the kernel's layers alone.
+# by an ordinary user (`grade batch` makes its sandbox as the user who runs it: the cold path is
+# the one an ordinary user's course runs). An attack's run with the kernel's layers alone is graded
+# warm too, in batches of those runs, unless it aims at the cold path.
 WARM_CHUNK = 24
 
 
@@ -279,31 +282,38 @@ def cold_only(path: Path) -> bool:
     return re.search(r"^# path: cold\b", path.read_text(), re.M) is not None
 
 
-def warm_batch(sandbox: str, args: tuple[str, ...], paths: list[Path], seed: str, honest: bool = False) -> dict:
+def warm_batch(sandbox: str, args: tuple[str, ...], paths: list[Path], seed: str, honest: bool = False,
+               kernel: bool = False) -> dict:
     """Grade `paths` in one warm batch, watched: {"results": by file name, "problems": [...]}, and
-    "changed": the entries that changed in the batch's own temp and home folders (by their path in
-    them). The grader's own processes outside the sandbox leave entries there in every batch (an
-    honest one too: torch's cache folders): the changes a batch of honest versions makes in the same
-    sandbox are not the attack's (`honest`: grade the honest versions, to learn those)."""
+    "changed": the entries that changed in the batch's own temp and home folders and in the bait's
+    (by their path in them). The grader's own processes outside the sandbox leave entries there in
+    every batch (an honest one too: torch's cache folders): the changes a batch of honest versions
+    makes in the same sandbox are not the attack's (`honest`: grade the honest versions, to learn
+    those). `kernel`: with the kernel's layers alone, as the cold path's kernel runs are graded."""
     own = Path(tempfile.mkdtemp(prefix="attack-batch-"))
     places = {"TMPDIR": own / "tmp", "HOME": own / "home"}
     for place in places.values():
         place.mkdir()
-    before_files = snapshot(*places.values())
+    # One bait for the batch, as a cold grade has its own: the host attacks aim at it.
+    bait = Bait(own / "bait", os.getuid()) if any("@BAIT@" in p.read_text() for p in paths) else None
+    watched = [*places.values(), *([bait.folder] if bait else [])]
+    before_files = snapshot(*watched)
     before_containers = set(docker_leftovers()) if sandbox == "docker" else set()
     mark = f"{ATTACK_MARK}-{os.urandom(4).hex()}"
     (own / "class").mkdir()
     names = {}
     for path in paths:
         names[path] = f"{path.parent.name}__{path.name}"
-        text = honest_source(path) if honest else path.read_text()
-        (own / "class" / names[path]).write_text(text.replace(ATTACK_MARK, mark))
+        text = (honest_source(path) if honest else path.read_text()).replace(ATTACK_MARK, mark)
+        (own / "class" / names[path]).write_text(text.replace("@BAIT@", str(bait.folder)) if bait else text)
     started = time.monotonic()
     run = batch(own / "class", own / "out", "--jobs", "2", "--sandbox", sandbox, *args,
-                timeout=TIME_LIMIT_S * 3 + 60, env={**{k: str(v) for k, v in places.items()}, "ATTENTION_GRADER_SEED_KEY": seed})
+                timeout=TIME_LIMIT_S * 3 + 60, env={**{k: str(v) for k, v in places.items()}, "ATTENTION_GRADER_SEED_KEY": seed,
+                                                    **(KERNEL_LAYER if kernel else {})})
     seconds = time.monotonic() - started
+    connected = bait.close() if bait else []
     after_procs = left_running(own, mark)
-    after_files = snapshot(*places.values())
+    after_files = snapshot(*watched)
     problems = []
     if run.exit_code != 0:
         problems.append(f"the batch exited {run.exit_code}: {run.output[-3000:]}")
@@ -311,9 +321,12 @@ def warm_batch(sandbox: str, args: tuple[str, ...], paths: list[Path], seed: str
         problems.append(f"raw student text reached the batch's terminal: {raw_text(None, run.output)}")
     if after_procs:
         problems.append(f"left running: {sorted(after_procs)}")
-    relative = {str(place): name for name, place in places.items()}
+    if connected:
+        problems.append(f"an attack connected to the bait's sockets: {connected}")
+    relative = {str(place): name for name, place in {**places, **({"bait": bait.folder} if bait else {})}.items()}
     changed = sorted(re.sub(r"^(.*)/", lambda m: relative.get(m.group(1), m.group(1)) + "/", k)
                      for k in {*before_files, *after_files} if before_files.get(k) != after_files.get(k))
+    # (the grader's own leavings do not depend on the layers in the student's process)
     allowed = set() if honest else set(once(f"attacks-warm-{sandbox}-{'-'.join(args) or 'default'}-honest",
                                             lambda: warm_batch(sandbox, args, paths[:1], seed, honest=True))["changed"])
     if set(changed) - allowed:
@@ -331,19 +344,21 @@ def warm_batch(sandbox: str, args: tuple[str, ...], paths: list[Path], seed: str
     return {"results": results, "problems": problems, "seconds": seconds, "changed": changed}
 
 
-def warm_result(path: Path, sandbox: str) -> tuple[dict, float, str | None]:
+def warm_result(path: Path, sandbox: str, kernel: bool = False) -> tuple[dict, float, str | None]:
     """The attack's result from the warm batch of its chunk (graded once per run, on whichever
     worker asks first), or, where that batch left something behind, from a batch of its own."""
     seed = SEED["ATTENTION_GRADER_SEED_KEY"]
     args = tuple(exercise_args(path))
-    same = warm_attacks(sandbox, args)
+    same = warm_attacks(sandbox, args, kernel)
     k = same.index(path) // WARM_CHUNK
     chunk = same[k * WARM_CHUNK:(k + 1) * WARM_CHUNK]
-    made = once(f"attacks-warm-{sandbox}-{'-'.join(args) or 'default'}-{k}", lambda: warm_batch(sandbox, args, chunk, seed))
+    layers = "-kernel" if kernel else ""
+    made = once(f"attacks-warm-{sandbox}{layers}-{'-'.join(args) or 'default'}-{k}",
+                lambda: warm_batch(sandbox, args, chunk, seed, kernel=kernel))
     if made["problems"]:
         chunk_problems = made["problems"]
-        made = once(f"attacks-warm-{sandbox}-alone-{path.parent.name}-{path.name}",
-                    lambda: warm_batch(sandbox, args, [path], seed))
+        made = once(f"attacks-warm-{sandbox}{layers}-alone-{path.parent.name}-{path.name}",
+                    lambda: warm_batch(sandbox, args, [path], seed, kernel=kernel))
         assert not made["problems"], "graded alone in a warm batch:\n" + "\n".join(made["problems"])
         # Not this attack's doing: its test passes, and the table says what its batch met.
         made = {**made, "note": "its batch: " + "; ".join(chunk_problems)[:300] + "; alone: nothing"}
@@ -355,10 +370,15 @@ def all_attacks() -> list[Path]:
 
 
 @functools.cache
-def warm_attacks(sandbox: str, args: tuple[str, ...]) -> list[Path]:
-    """The attacks graded warm in this sandbox as this exercise, in the order their chunks take."""
+def warm_attacks(sandbox: str, args: tuple[str, ...], kernel: bool = False) -> list[Path]:
+    """The attacks graded warm in this sandbox as this exercise (`kernel`: those graded again with
+    the kernel's layers alone), in the order their chunks take."""
     return [p for p in all_attacks() if tuple(exercise_args(p)) == args and not cold_only(p)
-            and sandbox in attack_header(p)[1]]
+            and sandbox in attack_header(p)[1] and (not kernel or aims_at_kernel(p))]
+
+
+def aims_at_kernel(path: Path) -> bool:
+    return re.search(r"^# layers: kernel$", path.read_text(), re.M) is not None
 
 
 @pytest.mark.unit
@@ -372,8 +392,9 @@ def test_the_corpus_has_at_least_15_distinct_attacks():
 def test_attack_gains_nothing_and_leaves_nothing(request, path, sandbox, uid, kernel, honest_score, attack_outcome):
     ceiling = honest_score(path)
     if request.node.get_closest_marker("warm"):
-        result, seconds, note = warm_result(path, sandbox)
-        attack_outcome.update({"attack": path.stem, "sandbox": sandbox + "-warm", "status": result.get("status"),
+        result, seconds, note = warm_result(path, sandbox, kernel)
+        attack_outcome.update({"attack": path.stem, "sandbox": sandbox + ("-kernel" if kernel else "") + "-warm",
+                               "status": result.get("status"),
                                "score": result.get("score"), "honest": ceiling, "seconds": seconds})
         assert result.get("status") in ("graded", "rejected"), f"no result: {result.get('status')}: {result.get('message')}"
         assert_score_held(path, result, "", ceiling)
