@@ -100,6 +100,7 @@ else:
             self.workqueue.move_to_end(heaviest, last=False)
             super()._assign_work_unit(node)
 
+    @pytest.hookimpl(optionalhook=True)  # `-p no:xdist` leaves the hook unknown: not an error
     def pytest_xdist_make_scheduler(config, log):
         return _HeaviestFirst(config, log)
 
