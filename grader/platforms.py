@@ -9,7 +9,6 @@ a folder the grader must create; the grader image is the external grader image.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import zipfile
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import exercise as exercises
 from grader.errors import GraderError
+from sandbox.tidy import remove_tree
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def write_results(target: Path, text: str) -> None:
     if target.is_symlink() or target.is_file():
         target.unlink()
     elif target.exists():
-        shutil.rmtree(target)
+        remove_tree(target)  # however deep a tree the student's code left there (sandbox.tidy)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Protocol
 
 import sandbox.registry as registry
 from sandbox.backend import ColdSlot, SandboxUnavailable, Slot
+from sandbox.tidy import remove_tree
 from grader import grading
 from grader.errors import GraderError
 from grader.result import GradeResult
@@ -94,7 +94,7 @@ class Pool:
             path.write_bytes(data)
             return self.grade(path, exercise=exercise, wall_s=wall_s)
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
 
     # --- life cycle -------------------------------------------------------------------------
 

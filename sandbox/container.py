@@ -33,6 +33,7 @@ from sandbox.backend import SCRIPT_NAME, ColdSlot, Job, RunResult
 from sandbox.confine import student_id
 from sandbox.launch import Launched, kill_group, run_harness
 from sandbox.limits import Limits
+from sandbox.tidy import remove_tree
 from sandbox.zygote_client import zygote_command, zygote_env
 
 HARNESS_USER = "grader"
@@ -123,13 +124,16 @@ class ImageSandbox:
         pass
 
     def run(self, job: Job) -> RunResult:
-        with tempfile.TemporaryDirectory(prefix="grade-") as work:
+        work = tempfile.mkdtemp(prefix="grade-")
+        try:
             os.chmod(work, 0o755)
             script = os.path.join(work, SCRIPT_NAME)
             with open(script, "wb") as f:
                 f.write(job.source)
             os.chmod(script, 0o444)
             return run_job(job.to_harness(script), job.limits.wall_s)
+        finally:
+            remove_tree(work)  # however the student's code shaped it (sandbox.tidy)
 
 
 def main() -> int:

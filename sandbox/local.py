@@ -14,6 +14,7 @@ import tempfile
 
 from sandbox.backend import SCRIPT_NAME, Job, RunResult
 from sandbox.launch import Launched, Tail, kill_group, run_harness
+from sandbox.tidy import remove_tree
 from sandbox.warm import WarmSandbox
 
 
@@ -32,7 +33,8 @@ class LocalSandbox:
         return local_weaknesses(serving=serving)
 
     def run(self, job: Job) -> RunResult:
-        with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
+        scratch = tempfile.mkdtemp(prefix="grade-")
+        try:
             work = os.path.join(scratch, "work")
             os.mkdir(work)
             script = os.path.join(work, SCRIPT_NAME)
@@ -51,6 +53,8 @@ class LocalSandbox:
                 log = Tail(process.stderr)
                 return Launched(stop=lambda: kill_group(process), log=log.text)
             return run_harness(launch, job.limits.wall_s)
+        finally:
+            remove_tree(scratch)  # however the student's code shaped it (sandbox.tidy)
 
     def warm(self, prepare: list[dict]) -> WarmLocal:
         return WarmLocal(prepare)

@@ -149,20 +149,6 @@ def _remove_ipc(own_only: bool) -> bool:
 
 def _remove_own_files(roots) -> bool:
     """Remove what this (non-root) user made under `roots`; True when nothing of it is left."""
-    uid, left = os.getuid(), False
-    for root in roots:
-        for folder, dirs, files in os.walk(root, topdown=False):
-            for name in files + dirs:
-                path = os.path.join(folder, name)
-                try:
-                    if os.lstat(path).st_uid != uid:
-                        continue
-                    if name in dirs and not os.path.islink(path):
-                        os.rmdir(path)
-                    else:
-                        os.unlink(path)
-                except FileNotFoundError:
-                    pass
-                except OSError:
-                    left = True
-    return not left
+    from sandbox.tidy import remove_tree  # no recursion a student's nesting can exhaust (os.walk has one)
+    kept = [remove_tree(root, keep_top=True, owner=os.getuid()) for root in roots]
+    return all(kept)

@@ -29,7 +29,6 @@ import base64
 import ctypes
 import json
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from sandbox.backend import SCRIPT_NAME
 from sandbox.contract import WARM_READY_TIMEOUT_S as READY_TIMEOUT_S
 from sandbox.contract import WARM_RESET_TIMEOUT_S as RESET_TIMEOUT_S
 from sandbox.launch import Launched, run_harness
+from sandbox.tidy import remove_tree
 
 if TYPE_CHECKING:  # imported where the server starts, not before
     from sandbox.zygote_client import Zygote
@@ -151,7 +151,7 @@ class Server:
                     break
         except (OSError, ValueError):
             answer = {}
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)  # however the student's code shaped it (sandbox.tidy)
         # Our own look, not only the zygote's word: no process of the student's is left but it.
         # (In the image, orphans go to the container's init; locally, to the zygote, PID 1 of their namespace.)
         if self.image:

@@ -50,6 +50,7 @@ MAP: list[tuple[str, list[str]]] = [
     ("examples/*", ["test_grade_correct", "test_grade_buggy", "test_cli_contract"]),
     ("tests/submissions/attacks/*", ["test_attacks"]),
     ("tests/submissions/head/*", ["test_head_exercise", "test_attacks"]),
+    ("tests/submissions/fuzz/*", ["test_fuzz"]),
     ("tests/submissions/*", EXERCISE[:4] + ["test_grade_hostile", "test_grade_rejected", "test_local_sandbox"]),
     ("README.md", []), ("*.md", []), ("bench/*", []),
 ]

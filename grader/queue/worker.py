@@ -6,7 +6,6 @@ import base64
 import hashlib
 import logging
 import os
-import shutil
 import socket
 import tempfile
 import threading
@@ -23,6 +22,7 @@ from grader import grading, signing
 from grader.pool import Pool, failed_result, upload_name
 from grader.result import GradeResult, points
 from sandbox.errors import GraderError
+from sandbox.tidy import remove_tree
 
 from grader.queue import config
 from grader.queue.config import (ALIVE_S, POISON_ENV, RETRIES, SWEEP_S, TASK, _key, _task_fields, app_for,
@@ -306,7 +306,7 @@ def _error(data: bytes, name: str, payload: dict, message: str) -> GradeResult:
         path.write_bytes(data)
         return grading.error_result(path, message, exercise=payload["exercise"], sandbox=_worker_sandbox)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder)
 
 
 def _poison_for_tests(data: bytes) -> None:
