@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -34,9 +35,11 @@ def servers_of(pid: int) -> list[int]:
     return found
 
 
-def leftovers() -> list[str]:
+def leftovers(token: str | None = None) -> list[str]:
     """Grading processes of this session's batches (their environment names OWN_TMP), processes an
-    isolation submission marked, and grading containers of the image these tests use, still there."""
+    isolation submission marked with this test's `token` (one_slot_full_marks: a test running
+    beside it grades its own copies), and grading containers of the image these tests use, still
+    there."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -46,7 +49,7 @@ def leftovers() -> list[str]:
                     and str(OWN_TMP).encode() in Path(f"/proc/{entry}/environ").read_bytes()
             except OSError:
                 continue
-            if ours or b"leftover-mark" in cmd:
+            if ours or token and b"leftover-mark" in cmd and token.encode() in cmd:
                 found.append(cmd.replace(b"\0", b" ").decode(errors="replace")[:120])
     try:
         import docker
@@ -211,15 +214,17 @@ def one_slot_full_marks(tmp_path: Path, sandbox: str, name: str, copies: int, *e
     """Copies of an isolation submission graded one after another by one slot: each must get 100."""
     folder = tmp_path / "class"
     folder.mkdir()
+    token = os.urandom(6).hex()  # this test's own mark on what its copies leave running
+    marked = re.sub(r'"(leftover-mark-[0-9a-f]{4})"', rf'"\1-{token}"', (ISOLATION / name).read_text())
     for i in range(copies):
-        shutil.copy(ISOLATION / name, folder / f"{i}_{name}")
+        (folder / f"{i}_{name}").write_text(marked)
     # What they plant goes past the audit layer's refusals (ctypes, programs): the kernel's layers alone.
     run = batch(folder, tmp_path / "out", "--jobs", "1", "--sandbox", sandbox, *extra, env=KERNEL_LAYER)
     assert run.exit_code == 0, run.output
     for key in sorted(run.gradebook()):
         result = run.result(key)
         assert (result["status"], result["score"]) == ("graded", 100), (key, result.get("message"))
-    assert leftovers() == []
+    assert leftovers(token) == []
     return run
 
 
