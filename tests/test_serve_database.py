@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.grading import SUBMISSIONS
 from tests.support.postgres import PostgresServer
-from tests.support.queueing import ACCEPT_LOCAL
+from tests.support.queueing import ACCEPT_LOCAL, until
 from tests.support.serving import CallbackReceiver, Server, bug_ids, two_tokens
 
 CORRECT = (SUBMISSIONS / "correct" / "einsum.py").read_bytes()
@@ -54,8 +54,8 @@ def test_a_grade_in_flight_when_the_service_is_killed_is_graded_after_the_restar
     try:
         answer = first.upload(a, SLOW, "slow.py", callback_url=url)
         assert answer.status_code == 202, answer.text
-        time.sleep(2)  # the grade is under way in the slot
-        assert first.client.get(answer.json()["url"], headers=a.headers).json()["state"] in ("queued", "running")
+        until(lambda: first.client.get(answer.json()["url"], headers=a.headers).json()["state"] == "running", 60,
+              "the grade to be under way in the slot")
     finally:
         first.kill()
     assert receiver.received == []
