@@ -268,7 +268,9 @@ def test_a_redis_restart_mid_batch_loses_nothing(tmp_path, workers, redis_server
         until(lambda: recorded() >= 3, 240, "three results")
         assert recorded() < len(files)  # what is left is in Redis only, queued or in flight
         redis_server.stop()
-        time.sleep(2)
+        # Back only once both workers lost their connection to it: each rides out the outage.
+        until(lambda: all("Connection to broker lost" in workers.log(name) for name in ("a", "b")), 60,
+              "both workers to lose their connection to Redis", every=0.05)
         redis_server.start()
         output, _ = proc.communicate(timeout=400)
     finally:
