@@ -3,7 +3,6 @@ processes of the caller's own, started on a free port of 127.0.0.1 with the proj
 deploy/redis.conf. Every wait is bounded; every process is killed, with all it started."""
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import signal
@@ -20,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # The processes started here keep their temporary files in this folder, apart from everything else on
 # the machine: it is how they are found again (own_processes).
 OWN_TMP = Path(tempfile.mkdtemp(prefix="queue-tests-"))
-atexit.register(shutil.rmtree, OWN_TMP, True)  # once the session's processes are gone: none is left
 # The queue's secret for this test session, in a file only this user reads: the workers, batches and
 # services started here, and this process's own grader.queue calls, sign and check with it.
 SECRET_FILE = OWN_TMP / "queue.secret"
