@@ -135,9 +135,16 @@ def _cpu_times() -> tuple[int, int] | None:
 
 
 def pytest_unconfigure(config):
-    if not hasattr(config, "workerinput"):
-        import shutil
+    import shutil
+    import sys
 
+    # The temporary folders of this process's queue and batch helpers (each process, a worker
+    # included, made its own on import): their processes are gone by now.
+    for helper in ("tests.support.queueing", "tests.support.batching"):
+        module = sys.modules.get(helper)
+        if module is not None:
+            shutil.rmtree(module.OWN_TMP, ignore_errors=True)
+    if not hasattr(config, "workerinput"):
         from tests.support.shared import run_dir
         shutil.rmtree(run_dir(), ignore_errors=True)
 

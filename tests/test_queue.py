@@ -1,6 +1,8 @@
-"""The queue: `grade worker` processes on a redis-server that each test starts on a free port of
-127.0.0.1 (with the project's deploy/redis.conf), `grade batch --queue` and the client API
-(grader.queue), on real files in the real local sandbox."""
+"""The queue: `grade worker` processes on a redis-server started on a free port of 127.0.0.1 (with
+the project's deploy/redis.conf), `grade batch --queue` and the client API (grader.queue), on real
+files in the real local sandbox. The tests that kill, stop or restart Redis or a worker, or need
+workers of their own settings, start their own; the others share one redis-server and two warm
+workers for the module (shared_redis, shared_workers), each test with a store that is empty to it."""
 from __future__ import annotations
 
 import csv
@@ -36,6 +38,53 @@ def workers(redis_server, tmp_path):
     pool = Workers(redis_server.url, tmp_path)
     yield pool
     pool.kill_all()
+
+
+SHARED = ("a", "b")  # the shared pool's workers
+
+
+@pytest.fixture(scope="module")
+def _shared_stack(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shared-queue")
+    server = RedisServer(folder / "redis")
+    pool = Workers(server.url, folder)
+    try:
+        pool.start_all(*SHARED)
+        yield server, pool
+    finally:
+        pool.kill_all()
+        server.kill()
+
+
+@pytest.fixture
+def _shared(_shared_stack):
+    """The module's redis-server and warm workers a and b, as a fresh stack is to the test: the
+    tasks of the test before it are over (what was left queued is dropped), the grader's keys of
+    grades (results, claims, deliveries, who runs what) are gone, and the workers' logs read from
+    here on. Database 0 is the workers'; the others are free for a test's own use."""
+    from grader import queue
+    server, pool = _shared_stack
+    r = server.client
+    for lane in queue.LANES:  # Celery's lists of a lane (one per priority)
+        for key in r.scan_iter(f"{lane}*"):
+            r.delete(key)
+    until(lambda: not r.hlen("unacked") and not any(r.scan_iter("grader:running:*")), 120,
+          "the tasks of the test before to end")
+    for kind in ("result", "queued", "deliveries", "running"):
+        for key in r.scan_iter(f"grader:{kind}:*"):
+            r.delete(key)
+    pool.mark()
+    return server, pool
+
+
+@pytest.fixture
+def shared_redis(_shared):
+    return _shared[0]
+
+
+@pytest.fixture
+def shared_workers(_shared):
+    return _shared[1]
 
 
 def _env(**extra: str) -> dict:
@@ -85,11 +134,17 @@ def check_out_once(out: Path, names: list[str]) -> None:
     assert (out / "report.html").is_file()
 
 
-def test_a_class_graded_by_two_workers_gets_what_a_local_batch_gives(tmp_path, workers, redis_server):
+def test_a_class_graded_by_two_workers_gets_what_a_local_batch_gives(tmp_path, shared_workers, shared_redis):
     """The class's correct and buggy files are the corpora's (tests.support.corpus), named as there:
-    their local batch's results are the ones the run graded already; the rest is graded here."""
-    from tests.support.corpus import BUGGY_AND_UNKNOWN, CORRECT as CORRECT_CORPUS
-    corpus = {p.name: p for p in CORRECT[:14]} | {f"buggy__{p.name}": p for p in BUGGY[::4][:26]}
+    their local batch's results are the ones the run graded already; the rest is graded here.
+    A class of 16 (6 correct files, 7 buggy ones of three kinds, the two malformed files and a folder
+    without a submission) proves what the 42 of before did (both workers grade, one log line per
+    grade, each result and gradebook row is the local batch's, the folder is rejected on this
+    machine) with a third of the grades. Its buggy files are in the buggy corpus's first chunk: a
+    run of this file alone grades that one chunk of it for the comparison, not five."""
+    from tests.support.corpus import BUGGY_AND_UNKNOWN, CHUNK, CORRECT as CORRECT_CORPUS
+    workers, redis_server = shared_workers, shared_redis
+    corpus = {p.name: p for p in CORRECT[:6]} | {f"buggy__{p.name}": p for p in BUGGY[:CHUNK:3][:7]}
     others = {p.name: p for p in (SUBMISSIONS / "malformed" / "syntax_error.py", SUBMISSIONS / "malformed" / "no_class.py")}
     folder, rest = tmp_path / "class", tmp_path / "rest"
     for target, files in ((folder, corpus | others), (rest, others)):
@@ -100,13 +155,11 @@ def test_a_class_graded_by_two_workers_gets_what_a_local_batch_gives(tmp_path, w
         (target / "bob" / "notes.txt").write_text("I did not finish\n")
     local = batch(rest, tmp_path / "local", "--jobs", "2")
     assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
-    workers.start("a")
-    workers.start("b")
     queued = batch(folder, tmp_path / "queued", "--queue", redis_server.url)
     assert queued.returncode == 0, queued.stdout[-3000:] + queued.stderr[-3000:]
 
     names = [*corpus, *others, "bob"]
-    assert len(names) >= 40
+    assert len(names) >= 16
     check_out_once(tmp_path / "queued", names)
     local_results = results(tmp_path / "local") | {
         name: CORRECT_CORPUS.result(name) if name in CORRECT_CORPUS.files else BUGGY_AND_UNKNOWN.result(name.replace("__", "/", 1))
@@ -131,9 +184,9 @@ def test_a_class_graded_by_two_workers_gets_what_a_local_batch_gives(tmp_path, w
     assert len(lines) == len(corpus) + len(others)
 
 
-def test_an_upload_is_graded_once_as_grade_file_grades_it(tmp_path, workers, redis_server, grade_cached):
+def test_an_upload_is_graded_once_as_grade_file_grades_it(tmp_path, shared_workers, shared_redis, grade_cached):
     from grader import queue
-    workers.start("a")
+    workers, redis_server = shared_workers, shared_redis
     path = EXAMPLES / "mask_after_softmax.py"
     data = path.read_bytes()
     gid = queue.submit(redis_server.url, data, path.name)
@@ -152,11 +205,12 @@ def test_an_upload_is_graded_once_as_grade_file_grades_it(tmp_path, workers, red
     other = queue.submit(redis_server.url, data, path.name, time_limit=60, lane="regrade")
     assert other != gid
     assert queue.result(redis_server.url, other, timeout=300)["score"] == got["score"]
-    assert len(workers.grade_lines("a", count=2)) == 2  # one grade each; the repeat cost none
+    assert len(workers.grade_lines(*SHARED, count=2)) == 2  # one grade each; the repeat cost none
 
     with pytest.raises(KeyError):
         queue.state(redis_server.url, "0" * 64)
-    # Nobody takes tasks from database 1: the wait ends with TimeoutError, the task stays queued.
+    # Nobody takes tasks from database 1 (no other test uses it): the wait ends with TimeoutError,
+    # the task stays queued.
     idle = redis_server.url[:-1] + "1"
     waiting = queue.submit(idle, data, path.name)
     with pytest.raises(TimeoutError):
@@ -168,8 +222,7 @@ def test_a_worker_killed_with_kill_9_has_its_task_regraded_within_the_stated_bou
     from grader import queue
     files = CORRECT[:8]
     folder = copy_class(tmp_path / "class", files)
-    workers.start("a")
-    workers.start("b")  # the default lease (240 s): the reaper, not the lease, brings the task back
+    workers.start_all("a", "b")  # the default lease (240 s): the reaper, not the lease, brings the task back
     proc = start_batch(folder, tmp_path / "out", "--queue", redis_server.url, "--time-limit", "15")
     try:
         def running_on(worker: bytes, only: str | None = None):
@@ -204,8 +257,7 @@ def test_a_worker_killed_with_kill_9_has_its_task_regraded_within_the_stated_bou
 def test_a_redis_restart_mid_batch_loses_nothing(tmp_path, workers, redis_server):
     files = CORRECT[8:20]
     folder = copy_class(tmp_path / "class", files)
-    workers.start("a")
-    workers.start("b")
+    workers.start_all("a", "b")
     proc = start_batch(folder, tmp_path / "out", "--queue", redis_server.url, "--time-limit", "25")
     try:
         def recorded() -> int:
@@ -216,7 +268,9 @@ def test_a_redis_restart_mid_batch_loses_nothing(tmp_path, workers, redis_server
         until(lambda: recorded() >= 3, 240, "three results")
         assert recorded() < len(files)  # what is left is in Redis only, queued or in flight
         redis_server.stop()
-        time.sleep(2)
+        # Back only once both workers lost their connection to it: each rides out the outage.
+        until(lambda: all("Connection to broker lost" in workers.log(name) for name in ("a", "b")), 60,
+              "both workers to lose their connection to Redis", every=0.05)
         redis_server.start()
         output, _ = proc.communicate(timeout=400)
     finally:
@@ -226,10 +280,10 @@ def test_a_redis_restart_mid_batch_loses_nothing(tmp_path, workers, redis_server
     assert all(row["status"] == "graded" and row["score"] == "100" for row in gradebook(tmp_path / "out").values())
 
 
-def test_ctrl_c_keeps_what_was_recorded_and_a_rerun_collects_the_rest(tmp_path, workers, redis_server):
+def test_ctrl_c_keeps_what_was_recorded_and_a_rerun_collects_the_rest(tmp_path, shared_workers, shared_redis):
+    workers, redis_server = shared_workers, shared_redis
     files = CORRECT[24:30]
     folder = copy_class(tmp_path / "class", files)
-    workers.start("a")
     proc = start_batch(folder, tmp_path / "out", "--queue", redis_server.url)
     try:
         until(lambda: (tmp_path / "out" / "index.json").is_file(), 240, "a first result")
@@ -245,7 +299,7 @@ def test_ctrl_c_keeps_what_was_recorded_and_a_rerun_collects_the_rest(tmp_path, 
     assert f"{kept} submission(s) already graded under the same key: kept" in rerun.stdout
     check_out_once(tmp_path / "out", [p.name for p in files])
     # What was sent before Ctrl-C was graded by the worker meanwhile, once: the rerun only collected it.
-    assert len(workers.grade_lines("a", count=len(files))) == len(files)
+    assert len(workers.grade_lines(*SHARED, count=len(files))) == len(files)
 
 
 def test_a_poison_task_ends_as_an_error_after_its_retries(tmp_path, workers, redis_server):
@@ -303,10 +357,10 @@ def test_a_batch_without_a_queue_needs_no_celery(tmp_path):
     assert gradebook(tmp_path / "out")["syntax_error.py"]["status"] == "rejected"
 
 
-def test_a_result_forged_in_redis_is_an_error_row_never_a_score(tmp_path, workers, redis_server):
+def test_a_result_forged_in_redis_is_an_error_row_never_a_score(tmp_path, shared_workers, shared_redis):
     from grader import queue
+    workers, redis_server = shared_workers, shared_redis
     r = redis_server.client
-    workers.start("a")
     # A real, signed result of a correct file (100 points), for the attacker to copy.
     donor = copy_class(tmp_path / "donor", [CORRECT[0]])
     run = batch(donor, tmp_path / "donor-out", "--queue", redis_server.url)
@@ -333,7 +387,7 @@ def test_a_result_forged_in_redis_is_an_error_row_never_a_score(tmp_path, worker
         assert rows[path.name]["status"] == "error" and rows[path.name]["score"] == "", rows[path.name]
         assert got[path.name]["score"] is None
         assert "signature did not verify" in got[path.name]["message"], got[path.name]["message"]
-    assert not any(p.name in line for line in workers.grade_lines("a") for p in buggy)  # nothing was graded
+    assert not any(p.name in line for line in workers.grade_lines(*SHARED) for p in buggy)  # nothing was graded
     # The forged keys were dropped: the rerun grades both files for real (and neither is a 100).
     assert r.get(f"grader:result:{altered}") is None and r.get(f"grader:result:{replayed}") is None
     rerun = batch(folder, tmp_path / "out", "--queue", redis_server.url)
@@ -347,11 +401,11 @@ def test_a_result_forged_in_redis_is_an_error_row_never_a_score(tmp_path, worker
         queue.result(redis_server.url, altered, timeout=5)
 
 
-def test_an_injected_or_altered_task_is_refused_and_grades_nothing(tmp_path, workers, redis_server):
+def test_an_injected_or_altered_task_is_refused_and_grades_nothing(tmp_path, shared_workers, shared_redis):
     import base64
 
     from grader import queue, signing
-    workers.start("a")
+    workers, redis_server = shared_workers, shared_redis
     app = queue.app_for(redis_server.url)
     correct = (EXAMPLES / "correct.py").read_bytes()
     buggy = (EXAMPLES / "mask_after_softmax.py").read_bytes()
@@ -383,33 +437,38 @@ def test_an_injected_or_altered_task_is_refused_and_grades_nothing(tmp_path, wor
         assert result["status"] == "error" and result["score"] is None, result
         assert "refused by the worker: the task's signature did not verify" in result["message"], result["message"]
     assert queue.result(redis_server.url, real, timeout=300)["bugs"][0]["id"] == "mask_after_softmax"
-    until(lambda: workers.log("a").count("refused: a task") == 4, 60, "the worker to refuse the four tasks")
+    refused = lambda: sum(workers.log(name).count("refused: a task") for name in SHARED)  # noqa: E731
+    until(lambda: refused() >= 4, 60, "the workers to refuse the four tasks")
+    assert refused() == 4
     # Only the genuine task reached a sandbox.
-    assert len(workers.grade_lines("a", count=1)) == 1 and "student.py" in workers.grade_lines("a")[0]
+    assert len(workers.grade_lines(*SHARED, count=1)) == 1 and "student.py" in workers.grade_lines(*SHARED)[0]
 
 
-def test_a_worker_or_queued_batch_without_a_secret_or_with_a_short_lease_does_not_start(tmp_path, redis_server):
+def test_a_worker_or_queued_batch_without_a_secret_or_with_a_short_lease_does_not_start(tmp_path, shared_redis):
+    import redis
+
+    url = shared_redis.url[:-1] + "2"  # a database of this test's own on the shared server: empty
     env = {k: v for k, v in _env().items() if not k.startswith("GRADER_QUEUE_SECRET")}
-    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", redis_server.url, *ACCEPT_LOCAL], env=env,
+    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", url, *ACCEPT_LOCAL], env=env,
                             capture_output=True, text=True, timeout=120)
     assert worker.returncode == 1 and "the queue needs a secret" in worker.stderr, worker.stderr
     assert len(worker.stderr.strip().splitlines()) == 1, worker.stderr
     folder = copy_class(tmp_path / "class", [CORRECT[0]])
-    queued = batch(folder, tmp_path / "out", "--queue", redis_server.url, env=env)
+    queued = batch(folder, tmp_path / "out", "--queue", url, env=env)
     assert queued.returncode == 1 and "the queue needs a secret" in queued.stderr, queued.stderr
     assert not (tmp_path / "out").exists()
     short = (tmp_path / "short.secret")
     short.write_text("too short\n")
-    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", redis_server.url, *ACCEPT_LOCAL,
+    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", url, *ACCEPT_LOCAL,
                              "--secret-file", str(short)], env=env, capture_output=True, text=True, timeout=120)
     assert worker.returncode == 1 and "needs at least 32" in worker.stderr, worker.stderr
     # A lease that a grade of the longest time limit would outlive: redelivered while it runs.
-    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", redis_server.url, *ACCEPT_LOCAL],
+    worker = subprocess.run([sys.executable, "-m", "grader", "worker", "--broker", url, *ACCEPT_LOCAL],
                             env=_env(GRADER_VISIBILITY_TIMEOUT="30"), capture_output=True, text=True, timeout=120)
     assert worker.returncode == 1, worker.stderr
     assert "a time limit of 90 s needs a lease (GRADER_VISIBILITY_TIMEOUT) of at least twice that; it is 30 s" \
         in worker.stderr and len(worker.stderr.strip().splitlines()) == 1, worker.stderr
-    assert redis_server.client.dbsize() == 0  # none of them sent or took anything
+    assert redis.Redis.from_url(url).dbsize() == 0  # none of them sent or took anything
 
 
 def test_a_docker_worker_refuses_a_local_task_and_no_warm_container_outlives_it(tmp_path, workers, redis_server):
@@ -489,9 +548,9 @@ def test_workers_and_clients_reach_a_tls_only_redis(tmp_path):
         server.kill()
 
 
-def test_a_worker_refuses_a_time_limit_its_lease_cannot_carry(workers, redis_server, monkeypatch):
+def test_a_worker_refuses_a_time_limit_its_lease_cannot_carry(shared_workers, shared_redis, monkeypatch):
     from grader import queue
-    workers.start("a")  # the default lease: 240 s, enough for a limit of 120 s at most
+    workers, redis_server = shared_workers, shared_redis  # the default lease: 240 s, enough for a limit of 120 s at most
     monkeypatch.setenv(queue.LEASE_ENV, "1000")  # a client that believes in a longer lease
     path = EXAMPLES / "correct.py"
     got = queue.result(redis_server.url, queue.submit(redis_server.url, path.read_bytes(), path.name, time_limit=200),
@@ -499,5 +558,5 @@ def test_a_worker_refuses_a_time_limit_its_lease_cannot_carry(workers, redis_ser
     assert got["status"] == "error" and got["score"] is None
     assert "refused by this worker: a time limit of 200 s needs a lease (GRADER_VISIBILITY_TIMEOUT) of at least " \
            "twice that; it is 240 s" in got["message"], got["message"]
-    lines = workers.grade_lines("a", count=1)
+    lines = workers.grade_lines(*SHARED, count=1)
     assert len(lines) == 1 and "grade: error correct.py score=-" in lines[0], lines  # no sandbox ran it

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.grading import SUBMISSIONS
+from tests.support.queueing import until
 from tests.support.serving import QueueStack, Server, new_token, summary
 
 FILES = [SUBMISSIONS / "correct" / "einsum.py", SUBMISSIONS / "buggy" / "padding_inverted__manual.py"]
@@ -107,9 +108,8 @@ def test_health_tells_the_truth_and_uploads_fail_fast_when_the_queue_goes(tmp_pa
         assert (health["status"], health["queue"], health["workers"], health["warm_slots"]) == ("ok", "ok", 1, 1), health
 
         own.workers.kill("serve1")
-        deadline = time.monotonic() + 30
-        while (answer := server.client.get("/healthz")).status_code == 200 and time.monotonic() < deadline:
-            time.sleep(0.5)
+        answer = until(lambda: (seen := server.client.get("/healthz")).status_code != 200 and seen, 30,
+                       "/healthz to stop answering 200 once the worker's heartbeat is gone")
         assert answer.status_code == 503 and "no worker" in answer.json()["problems"][0], answer.text
 
         own.redis.kill()

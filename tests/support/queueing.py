@@ -126,24 +126,48 @@ ACCEPT_LOCAL = ("--allow-weak-sandbox",)
 
 
 class Workers:
-    """`grade worker` processes, each in its own process group (killed with all it started)."""
+    """`grade worker` processes, each in its own process group (killed with all it started). The
+    pool's processes keep their temporary files in a folder of their own under OWN_TMP, by which
+    kill_all finds what they started: a pool's end leaves any other pool of the session running."""
 
     def __init__(self, url: str, folder: Path, *, slots: int = 1):
         self.url, self.folder, self.slots, self.procs = url, folder, slots, {}
+        self.tmp = Path(tempfile.mkdtemp(prefix="pool-", dir=OWN_TMP))
+        self._from: dict[str, int] = {}  # where each log starts for the test reading it (mark)
 
     def start(self, name: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
+        proc = self.launch(name, *extra, env=env)
+        self.ready(name)
+        return proc
+
+    def start_all(self, *names: str) -> None:
+        """Start the named workers side by side, then wait for each to be ready (one after the
+        other, a worker's start is mostly its imports and its warm sandbox's: the cores share them)."""
+        for name in names:
+            self.launch(name)
+        for name in names:
+            self.ready(name)
+
+    def launch(self, name: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
         log = self.folder / f"{name}.log"
         proc = subprocess.Popen([sys.executable, "-m", "grader", "worker", "--broker", self.url,
                                  "--slots", str(self.slots), "--sandbox", "local", "--name", f"{name}@test",
                                  *ACCEPT_LOCAL, *extra],
                                 stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "TMPDIR": str(OWN_TMP), **(env or {})})
+                                env={**os.environ, "TMPDIR": str(self.tmp), **(env or {})})
         self.procs[name] = proc
-        until(lambda: f"worker {name}@test ready:" in log.read_text(), 180, f"worker {name} to be ready (every slot warm)")
         return proc
 
+    def ready(self, name: str) -> None:
+        until(lambda: f"worker {name}@test ready:" in self.log(name), 180, f"worker {name} to be ready (every slot warm)")
+
+    def mark(self) -> None:
+        """From now on log() and grade_lines() read only what the workers write after this call:
+        what a test that shares the pool with others wrote, not theirs."""
+        self._from = {name: len((self.folder / f"{name}.log").read_text()) for name in self.procs}
+
     def log(self, name: str) -> str:
-        return (self.folder / f"{name}.log").read_text()
+        return (self.folder / f"{name}.log").read_text()[self._from.get(name, 0):]
 
     def grade_lines(self, *names: str, count: int = 0) -> list[str]:
         """The "grade:" log lines of the named workers. A worker writes one just after it stores
@@ -167,22 +191,22 @@ class Workers:
         for name in self.procs:
             self.kill(name)
         deadline = time.monotonic() + 30
-        while own_processes() and time.monotonic() < deadline:
+        while own_processes(self.tmp) and time.monotonic() < deadline:
             time.sleep(0.2)
-        for pid in own_processes():
+        for pid in own_processes(self.tmp):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
 
 
-def own_processes() -> list[int]:
-    """The processes started here, known by OWN_TMP in their environment."""
+def own_processes(folder: Path = OWN_TMP) -> list[int]:
+    """The processes started here, known by `folder` (OWN_TMP, or a pool's own in it) in their environment."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
-                if str(OWN_TMP).encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                if str(folder).encode() in Path(f"/proc/{entry}/environ").read_bytes():
                     found.append(int(entry))
             except OSError:
                 continue

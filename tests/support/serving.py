@@ -181,8 +181,7 @@ class QueueStack:
         self.broker = self.redis.url
         self.workers = Workers(self.broker, folder, slots=slots)
         try:
-            for n in range(1, workers + 1):
-                self.workers.start(f"serve{n}")
+            self.workers.start_all(*(f"serve{n}" for n in range(1, workers + 1)))
         except BaseException:
             self.stop()
             raise
