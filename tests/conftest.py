@@ -138,12 +138,14 @@ def pytest_unconfigure(config):
     import shutil
     import sys
 
+    from sandbox.tidy import remove_tree
+
     # The temporary folders of this process's queue and batch helpers (each process, a worker
     # included, made its own on import): their processes are gone by now.
     for helper in ("tests.support.queueing", "tests.support.batching"):
         module = sys.modules.get(helper)
         if module is not None:
-            shutil.rmtree(module.OWN_TMP, ignore_errors=True)
+            remove_tree(module.OWN_TMP)  # however deep a tree a test left in it (sandbox.tidy)
     if not hasattr(config, "workerinput"):
         from tests.support.shared import run_dir
         shutil.rmtree(run_dir(), ignore_errors=True)
