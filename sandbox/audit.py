@@ -127,7 +127,13 @@ def install(refuse: tuple[str, ...], tally_fd: int | None, submission: str, *, r
     import importlib.util
     path = os.path.abspath(submission)
     with open(readable_as or path, "rb") as f:
-        text = importlib.util.decode_source(f.read())
+        data = f.read()
+    try:
+        text = importlib.util.decode_source(data)  # as Python reads it: its coding cookie, else UTF-8
+    except (UnicodeDecodeError, SyntaxError, LookupError):
+        # Python imports a file whose comments hold bytes that are not UTF-8 (it does not decode
+        # them): the text is only compared with what the file compiles later, line by line
+        text = data.decode("utf-8", "replace")
     tally = _tally_writer(tally_fd)
     guarded: set[object] = set()
     files: set[str] = set()
@@ -443,7 +449,9 @@ def _hook(tally, guarded: frozenset, roots: tuple, submission: str, text: str, r
             try:
                 source = _decode(source)  # as Python reads a file: its coding cookie
             except (UnicodeDecodeError, SyntaxError, LookupError):
-                return False
+                # bytes that are not UTF-8, as in a comment Python does not decode: read as the
+                # submission's own text was (install), so its own file still compiles
+                source = source.decode("utf-8", "replace")
         if type(source) is not str:
             return False
         for line in source.splitlines():

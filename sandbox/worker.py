@@ -53,23 +53,30 @@ class Worker:
         self.entry: Any = None  # the student's class or function
         self.modules: dict[int, object] = {}
         self.contexts: dict[str, types.CodeType] = {}  # the entry's contexts, compiled before the hook is in
+        self.here = self.path  # the name the submission is imported by (prepare)
 
     # -- loading -----------------------------------------------------------------------------
-    def load(self) -> dict:
-        """Import the submission and check the entry class; the answer is the 'ready' message."""
+    def prepare(self) -> None:
+        """The grader's own set-up, before any of the student's code runs: what fails here is the
+        grader's to fix (the worker ends before it says 'importing'), never the student's."""
         # compiled now: once the audit hook is in, only the submission's own text compiles
         self.contexts = {name: compile(text, f"<context {name}>", "eval") for name, text in self.spec.contexts}
         # By its name in the working folder where it lies there: the folders above it may be closed
         # to the student's uid (sandbox.confine.become_student).
-        here = os.path.basename(self.path) if os.path.dirname(self.path) == os.getcwd() else self.path
+        self.here = os.path.basename(self.path) if os.path.dirname(self.path) == os.getcwd() else self.path
         if self.audit:
             from sandbox import audit
-            audit.install(self.spec.refuse, self.tally_fd, self.path, readable_as=here)
+            audit.install(self.spec.refuse, self.tally_fd, self.path, readable_as=self.here)
         # Taken before the student's code runs: patching Worker's methods or the module's own
         # parameters()/numel() afterwards changes neither what is dispatched nor what is counted.
         from sandbox import measure
         self.ops = {name[3:]: getattr(self, name) for name in dir(type(self)) if name.startswith("op_")}
         self.parameters = measure.walker()
+
+    def load(self) -> dict:
+        """Import the submission and check the entry class (prepare() ran); the answer is the
+        'ready' message."""
+        here = self.here
         loader = importlib.machinery.SourceFileLoader(SUBMISSION_MODULE, here)
         spec = importlib.util.spec_from_loader(SUBMISSION_MODULE, loader, origin=here)
         assert spec is not None  # spec_from_loader makes one whenever it is given a loader
@@ -339,8 +346,9 @@ def serve(req_fd: int, resp_fd: int, path: str, spec: Entry, *, tally_fd: int | 
     """Import the submission, say whether it is usable, then answer requests until EOF."""
     worker = Worker(path, spec, tally_fd, audit)
     handle, send, recv = worker.handle, protocol.send, protocol.recv  # before the student's code runs
-    send(resp_fd, {"event": "importing"})  # set-up done: from here on, the student's code runs
     _compile_as_written()
+    worker.prepare()
+    send(resp_fd, {"event": "importing"})  # set-up done: from here on, the student's code runs
     ready = worker.load()
     send(resp_fd, {"event": "ready", **ready})  # the notes went out before the import (zygote)
     if not ready["ok"]:

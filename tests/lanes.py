@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = ["test_grade_correct", "test_grade_buggy", "test_diagnosis", "test_trust", "test_fuzz",
             "test_head_exercise", "test_plugins"]
 SANDBOX = ["test_local_sandbox", "test_root_sandbox", "test_grade_hostile", "test_grade_rejected",
-           "test_hostile_input", "test_attacks", "test_cli_contract", "test_terminal"]
+           "test_hostile_input", "test_attacks", "test_cli_contract", "test_terminal", "test_encodings"]
 INSTRUCTOR = ["test_batch", "test_course", "test_classreport", "test_report_pages", "test_similarity",
               "test_platforms"]
 SERVICE = ["test_serve", "test_serve_page", "test_serve_operations", "test_serve_database", "test_serve_queue"]

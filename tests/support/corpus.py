@@ -23,10 +23,10 @@ CHUNK = 24   # files per batch: about a minute of a warm batch's work on a quiet
 
 @dataclass(frozen=True)
 class Corpus:
-    """`files`: the key a test asks by, and how to make the file's text (its bytes, or a path to
-    copy). `args`: the batch's options (an exercise, a sandbox); `env`: variables for it."""
+    """`files`: the key a test asks by, and how to make the file (its text or its bytes, or a path
+    to copy). `args`: the batch's options (an exercise, a sandbox); `env`: variables for it."""
     name: str
-    files: dict[str, Path | Callable[[], str]]
+    files: dict[str, Path | Callable[[], str | bytes]]
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     chunk: int = CHUNK
@@ -50,7 +50,8 @@ class Corpus:
             if isinstance(source, Path):
                 target.write_bytes(source.read_bytes())
             else:
-                target.write_text(source())
+                made = source()
+                target.write_bytes(made if isinstance(made, bytes) else made.encode())
         run = batch(root / "class", root / "out", "--jobs", "2", *self.args, timeout=900, env=self.env)
         assert run.exit_code == 0, f"the batch of {self.name} failed: {run.output[-3000:]}"
         return {key: run.result(name) for key, name in names.items()}
