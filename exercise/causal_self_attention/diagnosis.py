@@ -571,8 +571,34 @@ def _exception(student, found: Diagnosis, err: StudentCodeError, dim: int, heads
             continue
         found.add(bug_id, variant, f"your forward raised {err.describe()}; {why}")
         return
+    kept = _kept_from_the_first_call(student, params, short, dim, heads, dtype)
+    if kept:
+        found.add("fixed_max_length", "sized_at_first_call", f"your forward raised {err.describe()}; {kept}")
+        return
     found.unexplained = (f"your forward raised {err.describe()}, and no mistake in the catalog "
                          f"explains this exception")
+
+
+def _kept_from_the_first_call(student, params: dict, calls: list, dim: int, heads: int, dtype: str) -> str | None:
+    """Why the forward raised, when what it raised comes from an earlier call of the same module (a
+    mask sized by the first call and kept): each call runs on a module of its own, and a module
+    first called with the shortest sequence raises when it is called with the longest next."""
+    try:
+        for args in calls:
+            student.new(dim, heads, dtype=dtype, params=params).map([args])
+    except (StudentCodeError, WorkerFailure):
+        return None
+    by_length = {args[0].shape[1]: args for args in calls}
+    short, long = min(by_length), max(by_length)
+    try:
+        student.new(dim, heads, dtype=dtype, params=params).map([by_length[short], by_length[long]])
+    except StudentCodeError:
+        return (f"every call runs on a new module, but a module first called with T = {short} raises when "
+                f"it is called with T = {long} next: what it builds at its first call (a mask of that "
+                f"length) is kept for the calls after it")
+    except WorkerFailure:
+        return None
+    return None
 
 
 # -- properties --------------------------------------------------------------------------------------
