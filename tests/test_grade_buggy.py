@@ -60,6 +60,9 @@ EXPECTED = {
     "fixed_max_length": ((MHA, PAD_MHA, WORKED), INTERFACE + (AUTOGRAD, PARAMS)),
     # Only the last block of 16 queries sees the future: T > 16, which the Jacobian (T <= 12) never reaches.
     "no_causal_mask__chunked_last_chunk": ((WORKED, MHA, PERTURB), INTERFACE + (AUTOGRAD, PARAMS)),
+    # What one call builds, kept for the next: only the padding test calls one module with several
+    # masks at one length (test_04's patterns share T = 9).
+    "state_between_calls": ((PAD_MHA,), tuple(g for g in EVERYTHING if g != PAD_MHA)),
     "breaks_autograd": ((AUTOGRAD,), tuple(g for g in EVERYTHING if g != AUTOGRAD)),
     # An in-place change of a view split() returned: autograd refuses it in forward, so every call raises.
     "breaks_autograd__inplace_on_split_view": (tuple(g for g in EVERYTHING if g != LAYERS), (LAYERS,)),

@@ -128,6 +128,14 @@ CATALOG: dict[str, BugInfo] = {
         "A mask built once for a maximum length breaks on longer sequences.",
         "Build the mask from T in forward: torch.ones(T, T, dtype=torch.bool, device=x.device).tril().",
         OUTPUT),
+    "state_between_calls": BugInfo(
+        "The output depends on an earlier call",
+        "Something forward builds from one call's inputs (a mask, most often) is kept on the module and "
+        "used again by a later call whose inputs differ: a mask cached by the sequence length alone gives "
+        "a later call of the same length the first call's padding.",
+        "Build the masks from this call's inputs in forward, or key a cache by everything it depends on "
+        "(the length, the padding mask, the device and the dtype).",
+        ("test_padding_matches_multihead_attention",)),
     "breaks_autograd": BugInfo(
         "Gradients do not flow through forward",
         "torch.no_grad(), .detach() or an in-place change of a tensor autograd still needs cuts or breaks "

@@ -35,11 +35,15 @@ LONG_T = 300
 BATCHES = ((1, 1), (3, 2), (1, 9), (3, 17), (1, LONG_T), (3, 40))
 
 
-def padding_patterns() -> list[tuple[int, list[int]]]:
-    """(T, real lengths) pairs for right padding. The full sequence comes first, in the middle and
-    last, the first sequence is padded too, and one sequence comes alone: a padding mask taken from
-    one sequence for the whole batch (any one of them), or a code path taken only for B = 1, shows."""
-    return [(7, [3, 7, 1]), (9, [9, 1, 4]), (40, [23, 2, 40]), (5, [2]), (LONG_T, [LONG_T, 1, 130])]
+def padding_patterns() -> list[tuple[int, list[int] | None]]:
+    """(T, real lengths) pairs for right padding (None: no mask), all called on one module in an
+    order drawn per grade. The full sequence comes first, in the middle and last, the first
+    sequence is padded too, and one sequence comes alone: a padding mask taken from one sequence
+    for the whole batch (any one of them), or a code path taken only for B = 1, shows. Three calls
+    share T = 9 (two paddings and none): a layer that keeps what one call built (a mask cached by
+    the length alone, the last mask it was given) answers a later one with it."""
+    return [(7, [3, 7, 1]), (9, [9, 1, 4]), (40, [23, 2, 40]), (5, [2]), (LONG_T, [LONG_T, 1, 130]),
+            (9, [4, 9, 2]), (9, None)]
 
 
 def describe_case(dim: int, n_heads: int, x: torch.Tensor, mask: torch.Tensor | None, dtype: str) -> str:

@@ -89,7 +89,8 @@ PROBE_SHAPES = [(DIM, HEADS), (8, 1), (12, 3), (32, 8), (8, 8)]
 def probes(dim: int = DIM, heads: int = HEADS, dtype: str = "float64") -> list[Probe]:
     """Short and long sequences, one sequence and three, no mask, an all-True mask, and padding
     masks with the full sequence first, in the middle and last (a mask taken from one sequence, or
-    skipped when one is full, differs from an ignored one at some order)."""
+    skipped when one is full, differs from an ignored one at some order); a call without a mask
+    after a padded one of the same shape (a layer that kept the last mask answers with it)."""
     x2 = random_input(2, 6, dim, seed=901, dtype=dtype)
     x3 = random_input(3, 9, dim, seed=902, dtype=dtype)
     x1 = random_input(1, 9, dim, seed=903, dtype=dtype)
@@ -99,6 +100,7 @@ def probes(dim: int = DIM, heads: int = HEADS, dtype: str = "float64") -> list[P
             (x3, torch.ones(3, 9, dtype=torch.bool), "an all-True mask"), (x1, None, "no mask"),
             (x1, reference.right_padding([5], 9), "padding, real length [5]"),
             (x3, reference.right_padding([4, 1, 9], 9), "padding, real lengths [4, 1, 9]"),
+            (x3, None, "no mask, right after a padded call"),   # a layer that kept the last mask uses it
             (long1, None, "no mask"), (long3, reference.right_padding([40, 23, 5], 40), "padding, real lengths [40, 23, 5]")]
     return [Probe(x, mask, label, dim, heads, dtype) for x, mask, label in made]
 
@@ -197,6 +199,10 @@ def _outputs(student, found: Diagnosis, source_lines, locate):
         else:
             _sdpa_math(student, found)
         return
+    kept = _right_on_a_module_of_its_own(student, wrong)
+    if kept:  # no model of one call explains it: the module's answer depends on its earlier calls
+        found.add("state_between_calls", None, kept)
+        return
     match = _explain(wrong)
     if isinstance(match, list):
         found.unexplained = _where_wrong(wrong, raised, candidates=match)
@@ -205,6 +211,22 @@ def _outputs(student, found: Diagnosis, source_lines, locate):
     for bug_id, variant in combo:
         found.add(bug_id, _named_variant(bug_id, variant, values),
                   _match_evidence(combo, values, wrong, observed))
+
+
+def _right_on_a_module_of_its_own(student, wrong: list[Observed]) -> str | None:
+    """Evidence that a wrong output comes from what the module kept of an earlier call: the same
+    call, the first on a new module with the same weights, is right."""
+    for o in wrong[:4]:
+        p = o.probe
+        try:
+            (alone,) = student.new(p.dim, p.heads, dtype=p.dtype, params=_probe_params(p.dim, p.heads, p.dtype)).map([p.args])
+        except (StudentCodeError, WorkerFailure):
+            continue
+        if _same(alone, o.correct, p.dtype) and not _same(alone, o.out, p.dtype):
+            return (f"with dim={p.dim}, n_heads={p.heads}, {p.dtype}, T={p.x.shape[1]}, {p.label}: your module's output "
+                    f"is off by up to {_gap(o.out, o.correct):.3g} when the call comes after others, and right when "
+                    f"it is the first call of a new module with the same weights")
+    return None
 
 
 def _longest_that_runs(module, dim: int, dtype: str, runs: int, breaks: int,
