@@ -1,3 +1,4 @@
+# bug: fixed_max_length
 """Causal multi-head self-attention, with a mistake: a buffer registered as None and filled at the first call.
 
 A reference answer for the exercise: one fused q/k/v projection, a causal mask

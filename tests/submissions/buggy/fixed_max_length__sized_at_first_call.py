@@ -1,3 +1,4 @@
+# bug: fixed_max_length
 """Causal multi-head self-attention, with a mistake: a causal mask made at the module's first call, at that call's length, and kept.
 
 A reference answer for the exercise: one fused q/k/v projection, a causal mask

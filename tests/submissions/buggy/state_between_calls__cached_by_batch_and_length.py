@@ -1,3 +1,4 @@
+# bug: state_between_calls
 """Causal multi-head self-attention, with a mistake: the combined mask cached by the batch size and length.
 
 A reference answer for the exercise: one fused q/k/v projection, a causal mask

@@ -1,3 +1,4 @@
+# bug: state_between_calls
 """Causal multi-head self-attention, with a mistake: a call without a mask uses the last mask it was given.
 
 A reference answer for the exercise: one fused q/k/v projection, a causal mask
