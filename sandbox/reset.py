@@ -19,6 +19,8 @@ import signal
 import time
 from collections.abc import Callable
 
+from sandbox.tidy import remove_tree
+
 _PR_SET_DUMPABLE = 4
 _PR_GET_TIMERSLACK = 30
 _IOPRIO_WHO_PROCESS = 1
@@ -149,6 +151,5 @@ def _remove_ipc(own_only: bool) -> bool:
 
 def _remove_own_files(roots) -> bool:
     """Remove what this (non-root) user made under `roots`; True when nothing of it is left."""
-    from sandbox.tidy import remove_tree  # no recursion a student's nesting can exhaust (os.walk has one)
-    kept = [remove_tree(root, keep_top=True, owner=os.getuid()) for root in roots]
-    return all(kept)
+    # remove_tree, not os.walk: no recursion for a student's nesting to exhaust
+    return all([remove_tree(root, keep_top=True, owner=os.getuid()) for root in roots])

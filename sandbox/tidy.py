@@ -19,24 +19,22 @@ _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def _open_child(parent: int, name: str) -> int | None:
     """A descriptor of the folder `name` in `parent`, made readable first if it must be."""
-    for attempt in (0, 1):
+    try:
+        return os.open(name, _DIRECTORY, dir_fd=parent)
+    except PermissionError:
+        pass
+    except OSError:
+        return None
+    try:  # its owner's access back: by an O_PATH descriptor, so no symbolic link is followed
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
         try:
-            return os.open(name, _DIRECTORY, dir_fd=parent)
-        except PermissionError:
-            if attempt:
-                return None
-            try:  # no symbolic link is followed: the entry was opened with O_NOFOLLOW just now
-                fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-                try:
-                    if stat.S_ISDIR(os.fstat(fd).st_mode):
-                        os.chmod(f"/proc/self/fd/{fd}", 0o700)
-                finally:
-                    os.close(fd)
-            except OSError:
-                return None
-        except OSError:
-            return None
-    return None
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                os.chmod(f"/proc/self/fd/{fd}", 0o700)
+        finally:
+            os.close(fd)
+        return os.open(name, _DIRECTORY, dir_fd=parent)
+    except OSError:
+        return None
 
 
 def remove_tree(path: str | os.PathLike, *, keep_top: bool = False, owner: int | None = None) -> bool:
@@ -114,15 +112,16 @@ def remove_tree(path: str | os.PathLike, *, keep_top: bool = False, owner: int |
         fd = parent
         name = names.pop()
         kept.pop()
+        if not mine:  # another owner's folder stays, with whatever of theirs it holds
+            kept[-1].add(name)
+            continue
         try:
-            if not mine:
-                raise PermissionError(name)
             os.rmdir(name, dir_fd=fd)
         except FileNotFoundError:
             pass
         except OSError:
             kept[-1].add(name)
-            complete = complete and not mine
+            complete = False
     os.close(fd)
     if keep_top or not complete or (owner is not None and st.st_uid != owner):
         return complete

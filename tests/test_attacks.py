@@ -169,6 +169,13 @@ class Bait:
         return self.connections
 
 
+def planted(text: str, mark: str, bait: Bait | None) -> str:
+    """An attack's text as one grade runs it: the processes it starts carry the grade's own mark,
+    and its '@BAIT@' is the grade's bait folder."""
+    text = text.replace(ATTACK_MARK, mark)
+    return text.replace("@BAIT@", str(bait.folder)) if bait else text
+
+
 def snapshot(*also: Path) -> dict[str, tuple]:
     """Every entry of the watched folders and of `also` (not recursive), with its kind, size and mtime."""
     seen = {}
@@ -304,8 +311,7 @@ def warm_batch(sandbox: str, args: tuple[str, ...], paths: list[Path], seed: str
     names = {}
     for path in paths:
         names[path] = f"{path.parent.name}__{path.name}"
-        text = (honest_source(path) if honest else path.read_text()).replace(ATTACK_MARK, mark)
-        (own / "class" / names[path]).write_text(text.replace("@BAIT@", str(bait.folder)) if bait else text)
+        (own / "class" / names[path]).write_text(planted(honest_source(path) if honest else path.read_text(), mark, bait))
     started = time.monotonic()
     run = batch(own / "class", own / "out", "--jobs", "2", "--sandbox", sandbox, *args,
                 timeout=TIME_LIMIT_S * 3 + 60, env={**{k: str(v) for k, v in places.items()}, "ATTENTION_GRADER_SEED_KEY": seed,
@@ -414,8 +420,7 @@ def test_attack_gains_nothing_and_leaves_nothing(request, path, sandbox, uid, ke
     mark = f"{ATTACK_MARK}-{os.urandom(4).hex()}"
     (own / "upload").mkdir()
     marked = own / "upload" / path.name
-    text = path.read_text().replace(ATTACK_MARK, mark)
-    marked.write_text(text.replace("@BAIT@", str(bait.folder)) if bait else text)
+    marked.write_text(planted(path.read_text(), mark, bait))
     if uid is not None:
         for made in (own / "upload", marked):
             os.chown(made, uid, uid)
