@@ -99,25 +99,46 @@ def _row_layouts(dim: int, heads: int) -> list[tuple[torch.Tensor, torch.Tensor]
     return layouts
 
 
+def _scores_shapes(draws) -> list[tuple[int, int, int]]:
+    """The two (dim, B, T) the scores check probes: the first drawn from the family, the second
+    with another batch size and another length, so that a layer which attends only at some shapes
+    (one it takes for the grader's, or one batch size, or one length) and mixes with fixed
+    weights elsewhere never passes the gate, whichever shape a test's scored cases share with it."""
+    dim, B, T = _gate_shape(draws, "scores")
+    other_B = draws.choice(tuple(b for b in readout.BATCHES if b != B), "scores", "second", "B")
+    other_T = draws.choice(tuple(t for t in readout.LENGTHS if t != T), "scores", "second", "T")
+    return [(dim, B, T), (dim, other_B, other_T)]
+
+
 def _scores_from_queries_and_keys(student, draws) -> str | None:
-    (dim, B, T), heads = _gate_shape(draws, "scores"), readout.HEADS
+    heads = readout.HEADS
     try:
-        module = student.new(dim, heads)
-        if module.params.get("qkv.weight") != (3 * dim, dim):
-            return None  # not the stated layout: the interface tests say so; the checks above stand
-        base = {k: v for k, v in random_weights(dim, seed=draws.integer(0, 2 ** 62, "scores", "base")).items()
-                if module.params.get(k) == tuple(v.shape)}
-        other = random_weights(dim, seed=draws.integer(0, 2 ** 62, "scores", "other"))
-        x = draws.normal(B, T, dim, label=("scores", "x"))
-        first = None
-        for q_rows, k_rows in _row_layouts(dim, heads):
-            problem = _scores_problem(module, base, other, x, q_rows, k_rows)
-            if problem is None:
-                return None
-            first = first or problem
-        return first
+        for i, (dim, B, T) in enumerate(_scores_shapes(draws)):
+            module = student.new(dim, heads)
+            if module.params.get("qkv.weight") != (3 * dim, dim):
+                return None  # not the stated layout: the interface tests say so; the checks above stand
+            label = ("scores",) if i == 0 else ("scores", i)
+            base = {k: v for k, v in random_weights(dim, seed=draws.integer(0, 2 ** 62, *label, "base")).items()
+                    if module.params.get(k) == tuple(v.shape)}
+            other = random_weights(dim, seed=draws.integer(0, 2 ** 62, *label, "other"))
+            x = draws.normal(B, T, dim, label=(*label, "x"))
+            problem = _scores_at_one_shape(module, base, other, x, dim, heads)
+            if problem is not None:
+                return problem
+        return None
     except (StudentCodeError, WorkerFailure) as err:
         return f"its forward could not be run with the grader's weights: {err}"
+
+
+def _scores_at_one_shape(module, base: dict, other: dict, x: torch.Tensor, dim: int, heads: int) -> str | None:
+    """None when some layout of q and k in qkv makes the output follow both as scores q.k do."""
+    first = None
+    for q_rows, k_rows in _row_layouts(dim, heads):
+        problem = _scores_problem(module, base, other, x, q_rows, k_rows)
+        if problem is None:
+            return None
+        first = first or problem
+    return first
 
 
 def _scores_problem(module, base: dict, other: dict, x: torch.Tensor, q_rows, k_rows) -> str | None:
