@@ -16,6 +16,7 @@ from sandbox.backend import SCRIPT_NAME, Job, RunResult
 from sandbox.launch import Launched, Tail, kill_group, run_harness
 from sandbox.tidy import remove_tree
 from sandbox.warm import WarmSandbox
+from sandbox.zygote_client import zygote_env
 
 
 class LocalSandbox:
@@ -68,9 +69,11 @@ class WarmLocal(WarmSandbox):
     backend = "local"
 
     def _open(self):
+        # Only what Python and torch need in its environment: its zygote is a fork of it, and the
+        # student's code may read what the zygote holds (a host's keys and secrets stay out).
         self.process = subprocess.Popen([sys.executable, "-P", "-m", "sandbox.warm_server", *self._prepare_args()],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+                                        start_new_session=True, env=zygote_env())
         return iter(lambda: self.process.stdout.read1(1 << 16), b"")
 
     def _write(self, data: bytes) -> None:

@@ -71,8 +71,13 @@ class Server:
             become(HARNESS_USER)
             os.environ["HOME"] = tempfile.gettempdir()
         else:
+            # The zygote is a fork of this server once torch is imported and warmed up, before the
+            # exercises and pytest are (a worker may read neither): one torch import per slot, not two.
             from sandbox.harness import ZYGOTE_PIDS
-            self.zygote = zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS, warm=self._warm_ups())
+            from sandbox.zygote import preload_lazy_torch_modules, warm_up
+            preload_lazy_torch_modules()
+            warm_up(self._warm_ups())
+            self.zygote = zygote = Zygote.fork(max_pids=ZYGOTE_PIDS)
         self.notes = list(zygote.notes)
         # Without Landlock a worker may write outside its scratch folder and reach the zygote: no
         # reset could vouch for that, so every submission then gets a fresh server.
@@ -85,8 +90,9 @@ class Server:
 
         import sandbox.harness
         import sandbox.pytest_plugin  # noqa: F401
-        from sandbox.zygote import warm_up
-        warm_up(self._warm_ups())  # no sympy: the harness's own code needs none (the workers' zygote has it)
+        if self.image:
+            from sandbox.zygote import warm_up
+            warm_up(self._warm_ups())  # no sympy: the harness's own code needs none (the workers' zygote has it)
         for exercise in self.prepare:
             _import_tests(str(exercise["tests"]))
         zygote.wait_ready(READY_TIMEOUT_S)

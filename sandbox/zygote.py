@@ -30,20 +30,38 @@ _NO_STUDENT_UID: str | None = None
 
 
 def main() -> None:
+    """The zygote as a process of its own (python -m sandbox.zygote FD [--warm SOURCES])."""
     control = socket.socket(fileno=int(sys.argv[1]))
-    if os.geteuid() == 0 and initial_user_namespace():  # before torch: open_to_others needs one thread
+    _as_root_outside_namespaces()  # before torch: open_to_others needs one thread
+    import numpy  # noqa: F401  (torch warns when numpy is missing; import it once here)
+    import torch  # noqa: F401  (imported; ops only on one thread: see the module docstring)
+    warmed = "--warm" in sys.argv[2:3]
+    if warmed:
+        preload_lazy_torch_modules()
+        warm_up(decode_sources(sys.argv[3]))
+    serve(control, preload=not warmed)
+
+
+def forked(control: socket.socket) -> None:
+    """The zygote as a fresh fork of a process that already imported torch and ran the warm-up
+    (sandbox.zygote_client.Zygote.fork): single-threaded again, whatever threads its parent had."""
+    _as_root_outside_namespaces()
+    serve(control, preload=False)
+
+
+def _as_root_outside_namespaces() -> None:
+    """As root of the machine: make what a worker of another uid must read reachable, or note why not."""
+    if os.geteuid() == 0 and initial_user_namespace():
         global _NO_STUDENT_UID
         out_of_reach = open_to_others(worker_reads())
         if out_of_reach:
             _NO_STUDENT_UID = (f"the student's code ran as root: {', '.join(out_of_reach)} cannot be made "
                                "readable to another user here (no mount namespace)")
-    import numpy  # noqa: F401  (torch warns when numpy is missing; import it once here)
-    import torch  # noqa: F401  (imported; ops only on one thread: see the module docstring)
-    preload = True  # after the first worker is on its way (below), unless warmed up here
-    if "--warm" in sys.argv[2:3]:
-        preload_lazy_torch_modules()
-        warm_up(decode_sources(sys.argv[3]))
-        preload = False
+
+
+def serve(control: socket.socket, *, preload: bool) -> None:
+    """Answer the harness's commands until its socket closes. `preload`: import torch's lazy
+    modules once the first worker is on its way (a zygote that was not warmed up)."""
     reset.protect_self()
     baseline = reset.settings()  # what a worker of the same user could change in this process
     statuses: dict[int, int] = {}

@@ -56,6 +56,37 @@ class Zygote:
         return cls(parent, process, notes, cgroup)
 
     @classmethod
+    def fork(cls, *, max_pids: int = 0) -> Zygote:
+        """A zygote forked from this process, which must have imported torch and run its warm-up on
+        one thread and hold nothing the student may not read (sandbox.warm_server before it imports
+        the exercises): its torch import is this process's, where start() pays a second one (a
+        warm slot's zygote cost as much CPU to start as its server). In new PID, network, IPC and
+        mount namespaces as start() puts it, with /proc of its own; where the kernel refuses them,
+        started as start() starts it instead."""
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        cgroup = PidsCgroup.create(max_pids) if max_pids else None
+        env = zygote_env()
+        pid = os.fork()
+        if pid == 0:  # never returns
+            parent.close()
+            _forked_zygote(child, env, cgroup)
+        child.close()
+        parent.settimeout(30.0)
+        try:
+            isolated = json.loads(parent.recv(1 << 16) or b"{}").get("event") == "isolated"
+        except (OSError, ValueError):
+            isolated = False
+        process = _Forked(pid)
+        if not isolated:  # namespaces refused here: the zygote as start() makes it, or none
+            process.kill()
+            process.wait()
+            parent.close()
+            if cgroup is not None:
+                cgroup.remove()
+            return cls.start(isolate=True, max_pids=max_pids)
+        return cls(parent, process, [], cgroup)
+
+    @classmethod
     def attached(cls, fd: int, *, ready: bool = False, notes: list[str] | None = None,
                  capped: bool = False) -> Zygote:
         """A zygote someone else started (a container's entry point, a warm server), reached through
@@ -142,6 +173,82 @@ class Zygote:
         if not isinstance(answer, dict) or ("pid" in answer and not isinstance(answer["pid"], int)):
             raise WorkerFailure("protocol", "the sandbox's process spawner sent garbage")
         return answer
+
+
+class _Forked:
+    """The process Zygote.fork made (the zygote's parent outside its PID namespace), as much of
+    subprocess.Popen as Zygote uses."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, 9)
+            except ProcessLookupError:
+                pass
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            try:
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            except ChildProcessError:
+                self.returncode = -9
+        return self.returncode
+
+
+# clone(2) flags for unshare(2), prctl's PR_SET_PDEATHSIG, and the mount flags /proc gets
+_NEWNS, _NEWIPC, _NEWUSER, _NEWPID, _NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x20000000, 0x40000000
+_PR_SET_PDEATHSIG = 1
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+
+
+def _forked_zygote(control: socket.socket, env: dict, cgroup: PidsCgroup | None) -> None:
+    """In the child of Zygote.fork: new namespaces as `unshare --net --pid --ipc --mount
+    --mount-proc --fork --kill-child` makes them (and --user --map-root-user when not root), then
+    the zygote as PID 1 of its PID namespace. Sends {"event": "isolated"} once it is there, or exits
+    without a word when the kernel refuses; never returns."""
+    code = 70
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        from sandbox.zygote import close_fds_except
+        close_fds_except({0, 1, 2, control.fileno()})
+        if cgroup is not None:
+            cgroup.enter()
+        uid, gid = os.geteuid(), os.getegid()
+        own = _NEWPID | _NEWNET | _NEWIPC | _NEWNS | (_NEWUSER if uid != 0 else 0)
+        if libc.unshare(own) != 0:
+            os._exit(code)
+        if uid != 0:  # --map-root-user: root inside, this user outside
+            for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+        pid = os.fork()
+        if pid:  # --fork: wait for the zygote; killed, it takes the zygote with it (PDEATHSIG)
+            control.close()
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            os._exit(code if code >= 0 else 128 - code)
+        # (its parent is outside its PID namespace: getppid() says 0; a zygote whose parent died
+        # before this line ends when the harness's socket closes)
+        libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
+        # --mount-proc: the workers' /proc shows this PID namespace alone, not the harness's fds
+        if (libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0
+                or libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0):
+            os._exit(code)
+        os.environ.clear()
+        os.environ.update(env)
+        control.settimeout(None)
+        control.send(json.dumps({"event": "isolated"}).encode())
+        from sandbox import zygote
+        zygote.forked(control)
+        code = 0
+    except BaseException:  # a forked child never falls back into its parent's code
+        pass
+    os._exit(code)
 
 
 def zygote_command(fd: int, warm: tuple[str, ...] | None = None) -> list[str]:

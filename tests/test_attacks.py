@@ -57,7 +57,7 @@ WATCHED = [ROOT, ROOT / "sandbox", ROOT / "grader", ROOT / "exercise", ROOT / "e
            ROOT / "exercise" / "causal_attention_head", ROOT / "exercise" / "causal_attention_head" / "tests",
            Path(sysconfig.get_paths()["purelib"]), Path("/autograder"), Path("/autograder/results"), Path("/grade"),
            Path("/grade/results"), Path("/")]
-OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container")
+OUR_PROCESSES = ("sandbox.harness", "sandbox.zygote", "sandbox.container", "sandbox.warm_server")  # a warm zygote is a fork of its server
 ATTACK_MARK = "attack-daemon"     # a process an attack started, whatever its environment
 # The host's key for the grades' seeds (grader.keys), given as a course gives it: the attack and its
 # honest twin are graded with the draws of one key, and no key file is made in the grade's home.
