@@ -1,6 +1,6 @@
 """The trusted side of the sandbox: runs the exercise's pytest suite against a student worker.
 
-    python -m sandbox.harness JOB.json REPORT_FD      (JOB.json may be '-' for stdin)
+    python -m sandbox.harness JOB.json REPORT_FD [--fork-zygote]     (JOB.json may be '-' for stdin)
 
 The job names the exercise, the submission file and the limits. The zygote starts before anything
 heavy is imported, so its torch import overlaps with this process's own imports of torch and
@@ -39,8 +39,9 @@ class HarnessFault(GraderError):
     """The test suite itself could not run: a grader fault, reported as status error."""
 
 
-def run(job: HarnessJob) -> dict:
-    """Grade one submission inside the sandbox and return the raw report."""
+def run(job: HarnessJob, forked: Zygote | None = None) -> dict:
+    """Grade one submission inside the sandbox and return the raw report. `forked`: the zygote
+    main() forked before it read the job."""
     started = time.monotonic()
     clock = Clock()
     python_started = process_started()
@@ -51,6 +52,8 @@ def run(job: HarnessJob) -> dict:
         if job.zygote is not None:  # started by the container's entry point or a warm server
             zygote = Zygote.attached(job.zygote.fd, ready=job.zygote.ready, notes=list(job.zygote.notes),
                                      capped=job.zygote.capped)
+        elif forked is not None:
+            zygote = forked
         else:
             zygote = Zygote.start(isolate=True, max_pids=ZYGOTE_PIDS)
     with clock.span("harness: torch import"):
@@ -179,11 +182,11 @@ def _environment() -> dict:
             "pytest": pytest.__version__}
 
 
-def report_text(job: dict) -> str:
+def report_text(job: dict, forked: Zygote | None = None) -> str:
     """The report on `job` (a HarnessJob as a dict) as JSON text; a fault of the harness itself
     becomes a report of status error."""
     try:
-        return json.dumps(run(HarnessJob.from_dict(job)))
+        return json.dumps(run(HarnessJob.from_dict(job), forked))
     except Exception as err:  # the harness's last resort: report the fault instead of a traceback
         import traceback
         return json.dumps({"schema": REPORT_SCHEMA, "status": "error", "error": f"{type(err).__name__}: {err}",
@@ -192,12 +195,19 @@ def report_text(job: dict) -> str:
 
 def main() -> None:
     job_path, report_fd = sys.argv[1], int(sys.argv[2])
+    forked = None
+    if "--fork-zygote" in sys.argv[3:]:
+        # One torch import for both: the zygote is a fork of this process, made before the job
+        # (its seed) is read, in an environment the backend cut to what Python and torch need.
+        from sandbox.zygote import single_threaded_torch
+        single_threaded_torch()
+        forked = Zygote.fork(max_pids=ZYGOTE_PIDS, preload=True)
     if job_path == "-":
         job = json.load(sys.stdin)
     else:
         with open(job_path) as f:
             job = json.load(f)
-    text = report_text(job)
+    text = report_text(job, forked)
     with os.fdopen(report_fd, "w") as out:
         out.write(text)
 

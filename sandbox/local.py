@@ -47,9 +47,10 @@ class LocalSandbox:
 
             def launch(write_fd: int) -> Launched:
                 # The grade's own temporary root: whatever the harness and the workers make goes there.
+                # Its zygote is a fork of it: an environment of what Python and torch need alone
                 process = subprocess.Popen(
-                    [sys.executable, "-P", "-m", "sandbox.harness", job_file, str(write_fd)],
-                    pass_fds=[write_fd], cwd=scratch, stdin=subprocess.DEVNULL, env={**os.environ, "TMPDIR": scratch},
+                    [sys.executable, "-P", "-m", "sandbox.harness", job_file, str(write_fd), "--fork-zygote"],
+                    pass_fds=[write_fd], cwd=scratch, stdin=subprocess.DEVNULL, env={**zygote_env(), "TMPDIR": scratch},
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
                 log = Tail(process.stderr)
                 return Launched(stop=lambda: kill_group(process), log=log.text)

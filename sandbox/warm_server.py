@@ -64,10 +64,15 @@ class Server:
         from sandbox.zygote_client import Zygote
         if self.image:  # started as root: the zygote as the student's uid, then this server becomes `grader`
             from sandbox.confine import student_id
-            from sandbox.container import HARNESS_USER, become, start_student_zygote
-            self.student_uid = student_id()  # this container's alone (see sandbox.container)
-            control, process = start_student_zygote(self.student_uid, warm=self._warm_ups())
-            self.zygote = zygote = Zygote(control, process, [])
+            from sandbox.container import HARNESS_USER, SCRATCH, become, start_student_zygote
+            from sandbox.zygote import preload_lazy_torch_modules, warm_up
+            self.student_uid = uid = student_id()  # this container's alone (see sandbox.container)
+
+            def started() -> Zygote:
+                return Zygote(*start_student_zygote(uid, warm=self._warm_ups()), [])
+            preload_lazy_torch_modules()  # then a fork of this server as the student's uid
+            warm_up(self._warm_ups())
+            self.zygote = zygote = Zygote.fork(as_uid=uid, cwd=SCRATCH, fallback=started)
             become(HARNESS_USER)
             os.environ["HOME"] = tempfile.gettempdir()
         else:
@@ -90,9 +95,6 @@ class Server:
 
         import sandbox.harness
         import sandbox.pytest_plugin  # noqa: F401
-        if self.image:
-            from sandbox.zygote import warm_up
-            warm_up(self._warm_ups())  # no sympy: the harness's own code needs none (the workers' zygote has it)
         for exercise in self.prepare:
             _import_tests(str(exercise["tests"]))
         zygote.wait_ready(READY_TIMEOUT_S)

@@ -42,11 +42,12 @@ def main() -> None:
     serve(control, preload=not warmed)
 
 
-def forked(control: socket.socket) -> None:
-    """The zygote as a fresh fork of a process that already imported torch and ran the warm-up
-    (sandbox.zygote_client.Zygote.fork): single-threaded again, whatever threads its parent had."""
+def forked(control: socket.socket, *, preload: bool = False) -> None:
+    """The zygote as a fresh fork of a process that already imported torch (and ran the warm-up,
+    unless `preload`) on one thread (sandbox.zygote_client.Zygote.fork): single-threaded again,
+    whatever threads its parent had."""
     _as_root_outside_namespaces()
-    serve(control, preload=False)
+    serve(control, preload=preload)
 
 
 def _as_root_outside_namespaces() -> None:

@@ -56,24 +56,28 @@ class Zygote:
         return cls(parent, process, notes, cgroup)
 
     @classmethod
-    def fork(cls, *, max_pids: int = 0) -> Zygote:
+    def fork(cls, *, max_pids: int = 0, preload: bool = False, as_uid: int | None = None,
+             cwd: str | None = None, fallback: Callable[[], Zygote] | None = None) -> Zygote:
         """A zygote forked from this process, which must have imported torch and run its warm-up on
         one thread and hold nothing the student may not read (sandbox.warm_server before it imports
         the exercises): its torch import is this process's, where start() pays a second one (a
         warm slot's zygote cost as much CPU to start as its server). In new PID, network, IPC and
         mount namespaces as start() puts it, with /proc of its own; where the kernel refuses them,
-        started as start() starts it instead."""
+        started by `fallback` (default: as start() starts it) instead. `as_uid` (as root, in the
+        grader's image): no namespaces (the container's are), the zygote runs as that uid (and
+        gid), in its own session, in `cwd`. `preload`: a zygote not warmed up imports torch's lazy
+        modules once its first worker is on its way."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         cgroup = PidsCgroup.create(max_pids) if max_pids else None
         env = zygote_env()
         pid = os.fork()
         if pid == 0:  # never returns
             parent.close()
-            _forked_zygote(child, env, cgroup)
+            _forked_zygote(child, env, cgroup, preload=preload, as_uid=as_uid, cwd=cwd)
         child.close()
         parent.settimeout(30.0)
         try:
-            isolated = json.loads(parent.recv(1 << 16) or b"{}").get("event") == "isolated"
+            isolated = json.loads(parent.recv(1 << 16) or b"{}").get("event") == "forked"
         except (OSError, ValueError):
             isolated = False
         process = _Forked(pid)
@@ -83,7 +87,7 @@ class Zygote:
             parent.close()
             if cgroup is not None:
                 cgroup.remove()
-            return cls.start(isolate=True, max_pids=max_pids)
+            return fallback() if fallback else cls.start(isolate=True, max_pids=max_pids)
         return cls(parent, process, [], cgroup)
 
     @classmethod
@@ -186,7 +190,7 @@ class _Forked:
         if self.returncode is None:
             try:
                 os.kill(self.pid, 9)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):  # gone, or the student's uid's (the image)
                 pass
 
     def wait(self) -> int:
@@ -204,19 +208,29 @@ _PR_SET_PDEATHSIG = 1
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 
 
-def _forked_zygote(control: socket.socket, env: dict, cgroup: PidsCgroup | None) -> None:
+def _forked_zygote(control: socket.socket, env: dict, cgroup: PidsCgroup | None, *, preload: bool,
+                   as_uid: int | None, cwd: str | None) -> None:
     """In the child of Zygote.fork: new namespaces as `unshare --net --pid --ipc --mount
     --mount-proc --fork --kill-child` makes them (and --user --map-root-user when not root), then
-    the zygote as PID 1 of its PID namespace. Sends {"event": "isolated"} once it is there, or exits
-    without a word when the kernel refuses; never returns."""
+    the zygote as PID 1 of its PID namespace; or (`as_uid`) the zygote as that uid. Sends
+    {"event": "forked"} once it is there, or exits without a word when the kernel refuses; never
+    returns."""
     code = 70
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
         from sandbox.zygote import close_fds_except
         close_fds_except({0, 1, 2, control.fileno()})
+        if as_uid is not None:
+            os.setsid()
+            os.chdir(cwd or "/")
+            os.setgroups([])
+            os.setgid(as_uid)
+            os.setuid(as_uid)
+            _serve_forked(control, env, preload)
         if cgroup is not None:
             cgroup.enter()
         uid, gid = os.geteuid(), os.getegid()
@@ -239,16 +253,22 @@ def _forked_zygote(control: socket.socket, env: dict, cgroup: PidsCgroup | None)
         if (libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0
                 or libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0):
             os._exit(code)
-        os.environ.clear()
-        os.environ.update(env)
-        control.settimeout(None)
-        control.send(json.dumps({"event": "isolated"}).encode())
-        from sandbox import zygote
-        zygote.forked(control)
-        code = 0
+        _serve_forked(control, env, preload)
     except BaseException:  # a forked child never falls back into its parent's code
         pass
     os._exit(code)
+
+
+def _serve_forked(control: socket.socket, env: dict, preload: bool) -> None:
+    """The forked zygote's environment is `env` alone; it says it is there, and serves until the
+    harness's socket closes; never returns."""
+    os.environ.clear()
+    os.environ.update(env)
+    control.settimeout(None)
+    control.send(json.dumps({"event": "forked"}).encode())
+    from sandbox import zygote
+    zygote.forked(control, preload=preload)
+    os._exit(0)
 
 
 def zygote_command(fd: int, warm: tuple[str, ...] | None = None) -> list[str]:
