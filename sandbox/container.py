@@ -34,7 +34,7 @@ from sandbox.confine import student_id
 from sandbox.launch import Launched, kill_group, run_harness
 from sandbox.limits import Limits
 from sandbox.tidy import remove_tree
-from sandbox.zygote_client import zygote_command, zygote_env
+from sandbox.zygote_client import Zygote, zygote_command, zygote_env
 
 HARNESS_USER = "grader"
 JOB = "/work/job.json"
@@ -42,11 +42,17 @@ SCRATCH = "/tmp"
 IMAGE_MARKER = "/etc/attention-grader-image"   # written by the Dockerfile
 
 
-def run_job(job: dict, wall_s: float) -> RunResult:
-    """Run the harness on `job` (its `submission` readable by both users): its report, or why none."""
+def run_job(job: dict, wall_s: float, forked: Zygote | None = None, uid: int | None = None) -> RunResult:
+    """Run the harness on `job` (its `submission` readable by both users): its report, or why none.
+    `forked`: the student's zygote, forked from this process before it read the job (main()); the
+    harness is then a fork of this process too, so that torch is imported once for both; `uid` is
+    the student's uid it runs as."""
     started = time.monotonic()
-    uid = student_id()
-    parent, _ = start_student_zygote(uid)
+    uid = student_id() if uid is None else uid
+    if forked is None:
+        parent, _ = start_student_zygote(uid)
+    else:
+        parent = forked.control
     job = {**job, "zygote": {"fd": parent.fileno()}, "scratch": SCRATCH}
 
     def launch(write_fd: int) -> Launched:
@@ -68,7 +74,51 @@ def run_job(job: dict, wall_s: float) -> RunResult:
             kill_uid(uid)
             return code
         return Launched(stop=stop)
-    return run_harness(launch, wall_s, started=started)
+
+    def launch_forked(write_fd: int) -> Launched:
+        pid = os.fork()
+        if pid == 0:  # never returns
+            _harness_child(job, write_fd)
+        parent.close()
+
+        def stop() -> int | None:
+            code = _kill_and_reap(pid)
+            kill_uid(uid)
+            return code
+        return Launched(stop=stop)
+    return run_harness(launch if forked is None else launch_forked, wall_s, started=started)
+
+
+def _harness_child(job: dict, write_fd: int) -> None:
+    """In a fork of the entry point: the harness as the image's `grader` user, in a session of its
+    own, its report into `write_fd`; never returns."""
+    code = 0
+    try:
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        from sandbox.zygote import close_fds_except
+        close_fds_except({0, 1, 2, write_fd, int(job["zygote"]["fd"])})
+        os.chdir(os.path.dirname(job["submission"]))
+        become(HARNESS_USER)
+        os.environ["HOME"] = tempfile.gettempdir()
+        from sandbox.harness import report_text
+        text = report_text(job).encode()
+        with os.fdopen(write_fd, "wb") as out:
+            out.write(text)
+    except BaseException:  # never fall back into the entry point's code
+        code = 70
+    os._exit(code)
+
+
+def _kill_and_reap(pid: int) -> int | None:
+    from sandbox.zygote import kill_session
+    kill_session(pid)
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    except ChildProcessError:
+        return None
 
 
 def start_student_zygote(uid: int, warm: tuple[str, ...] | None = None) -> tuple[socket.socket, subprocess.Popen]:
@@ -137,11 +187,18 @@ class ImageSandbox:
 
 
 def main() -> int:
-    """The Docker backend's entry point: the job from /work, the report to stdout."""
+    """The Docker backend's entry point: the job from /work, the report to stdout. Torch is
+    imported once, here: the student's zygote is a fork of this process made before the job (its
+    seed) is read, and the harness a fork made after."""
+    from sandbox.zygote import single_threaded_torch
+    single_threaded_torch()
+    uid = student_id()
+    forked = Zygote.fork(as_uid=uid, cwd=SCRATCH, preload=True,
+                         fallback=lambda: Zygote(*start_student_zygote(uid), []))
     with open(JOB) as f:
         job = json.load(f)
     wall_s = Limits.from_dict(job.get("limits", {})).wall_s   # the host always sends its limits
-    run = run_job(job, wall_s)
+    run = run_job(job, wall_s, forked, uid)
     if run.report is None:
         sys.stderr.write(f"{run.failure}\n")  # the host's log; the host words the failure itself
         return 1
