@@ -39,14 +39,32 @@ KINDS = [  # (kind, pattern of the command line), first match wins
 ]
 
 
+STUDENT_UIDS = range(2_000_000_000, 2_100_000_000)  # sandbox.confine's uids drawn for a grade (the image)
+_OWN_PID_NS = os.readlink("/proc/self/ns/pid")
+
+
 def _kind(pid: str, stat: str) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         cmd = ""
+    if re.search(r"sandbox\.(harness|warm_server|container)", cmd) and _students(pid):
+        return KINDS[0][0]  # a zygote forked from its harness or server, and its workers
     return next((kind for kind, pattern in KINDS if re.search(pattern, cmd)),
                 "other: " + stat.split("(", 1)[1].rsplit(")", 1)[0])
+
+
+def _students(pid: str) -> bool:
+    """Whether `pid` is a student's zygote or worker that carries its parent's command line: in a
+    PID namespace of the grade's own (the local sandbox), or of a uid drawn for a grade (the image)."""
+    try:
+        if os.stat(f"/proc/{pid}").st_uid in STUDENT_UIDS:
+            return True
+        return ("container" not in open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+                and os.readlink(f"/proc/{pid}/ns/pid") != _OWN_PID_NS)
+    except OSError:
+        return False
 
 
 def sample(seen: dict, totals: dict, first: bool) -> None:

@@ -31,7 +31,7 @@ import time
 
 from sandbox.backend import SCRIPT_NAME, ColdSlot, Job, RunResult
 from sandbox.confine import student_id
-from sandbox.launch import Launched, kill_group, run_harness
+from sandbox.launch import Launched, fork_harness, kill_and_reap, kill_group, run_harness
 from sandbox.limits import Limits
 from sandbox.tidy import remove_tree
 from sandbox.zygote_client import Zygote, zygote_command, zygote_env
@@ -76,49 +76,20 @@ def run_job(job: dict, wall_s: float, forked: Zygote | None = None, uid: int | N
         return Launched(stop=stop)
 
     def launch_forked(write_fd: int) -> Launched:
-        pid = os.fork()
-        if pid == 0:  # never returns
-            _harness_child(job, write_fd)
+        pid = fork_harness(job, write_fd, then=_as_harness_user)
         parent.close()
 
         def stop() -> int | None:
-            code = _kill_and_reap(pid)
+            code = kill_and_reap(pid)
             kill_uid(uid)
             return code
         return Launched(stop=stop)
     return run_harness(launch if forked is None else launch_forked, wall_s, started=started)
 
 
-def _harness_child(job: dict, write_fd: int) -> None:
-    """In a fork of the entry point: the harness as the image's `grader` user, in a session of its
-    own, its report into `write_fd`; never returns."""
-    code = 0
-    try:
-        os.setsid()
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        from sandbox.zygote import close_fds_except
-        close_fds_except({0, 1, 2, write_fd, int(job["zygote"]["fd"])})
-        os.chdir(os.path.dirname(job["submission"]))
-        become(HARNESS_USER)
-        os.environ["HOME"] = tempfile.gettempdir()
-        from sandbox.harness import report_text
-        text = report_text(job).encode()
-        with os.fdopen(write_fd, "wb") as out:
-            out.write(text)
-    except BaseException:  # never fall back into the entry point's code
-        code = 70
-    os._exit(code)
-
-
-def _kill_and_reap(pid: int) -> int | None:
-    from sandbox.zygote import kill_session
-    kill_session(pid)
-    try:
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    except ChildProcessError:
-        return None
+def _as_harness_user() -> None:
+    become(HARNESS_USER)
+    os.environ["HOME"] = tempfile.gettempdir()
 
 
 def start_student_zygote(uid: int, warm: tuple[str, ...] | None = None) -> tuple[socket.socket, subprocess.Popen]:

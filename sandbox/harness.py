@@ -2,9 +2,10 @@
 
     python -m sandbox.harness JOB.json REPORT_FD [--fork-zygote]     (JOB.json may be '-' for stdin)
 
-The job names the exercise, the submission file and the limits. The zygote starts before anything
-heavy is imported, so its torch import overlaps with this process's own imports of torch and
-pytest. The report goes to REPORT_FD, a pipe the student's process never holds.
+The job names the exercise, the submission file and the limits. With --fork-zygote (the local
+sandbox's cold grade) this process imports torch and forks the zygote before it reads the job: one
+torch import serves both, and the zygote holds nothing of the job. The report goes to REPORT_FD, a
+pipe the student's process never holds.
 """
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from sandbox.backend import RunResult, parse_report
 
+_PR_SET_PDEATHSIG = 1
 MAX_REPORT_BYTES = 64 << 20   # an honest report is well under 1 MiB
 
 
@@ -109,3 +110,43 @@ class Tail(threading.Thread):
     def text(self) -> str:
         self.join(5)
         return self.data.decode(errors="replace")
+
+
+def fork_harness(job: dict, write_fd: int, *, then: Callable[[], None] | None = None) -> int:
+    """Fork a harness for `job` (a HarnessJob as a dict, its zygote reached through its fd) from
+    this process, which imported what it needs (a warm server, the image's entry point): in a
+    session of its own, dying with this process, its report into `write_fd`. `then`: run in the
+    child before the harness (the entry point's: become the image's `grader`). Returns its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:
+        import ctypes
+        os.setsid()
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        from sandbox.zygote import close_fds_except
+        close_fds_except({0, 1, 2, write_fd, int(job["zygote"]["fd"])})  # not a server's protocol, nor the read end
+        os.chdir(os.path.dirname(job["submission"]))
+        if then is not None:
+            then()
+        from sandbox.harness import report_text
+        text = report_text(job).encode()
+        with os.fdopen(write_fd, "wb") as out:
+            out.write(text)
+    except BaseException:  # a forked child never falls back into its parent's code
+        code = 70
+    os._exit(code)
+
+
+def kill_and_reap(pid: int) -> int | None:
+    """SIGKILL a forked harness's session and wait for it: its exit code, when known."""
+    from sandbox.zygote import kill_session
+    kill_session(pid)
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    except ChildProcessError:
+        return None

@@ -26,10 +26,8 @@ answers each job (the harness's job with the submission's "source" in base64, an
 from __future__ import annotations
 
 import base64
-import ctypes
 import json
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -38,7 +36,7 @@ from typing import TYPE_CHECKING
 from sandbox.backend import SCRIPT_NAME
 from sandbox.contract import WARM_READY_TIMEOUT_S as READY_TIMEOUT_S
 from sandbox.contract import WARM_RESET_TIMEOUT_S as RESET_TIMEOUT_S
-from sandbox.launch import Launched, run_harness
+from sandbox.launch import Launched, fork_harness, kill_and_reap, run_harness
 from sandbox.tidy import remove_tree
 
 if TYPE_CHECKING:  # imported where the server starts, not before
@@ -68,11 +66,11 @@ class Server:
             from sandbox.zygote import preload_lazy_torch_modules, warm_up
             self.student_uid = uid = student_id()  # this container's alone (see sandbox.container)
 
-            def started() -> Zygote:
+            def exec_zygote() -> Zygote:
                 return Zygote(*start_student_zygote(uid, warm=self._warm_ups()), [])
             preload_lazy_torch_modules()  # then a fork of this server as the student's uid
             warm_up(self._warm_ups())
-            self.zygote = zygote = Zygote.fork(as_uid=uid, cwd=SCRATCH, fallback=started)
+            self.zygote = zygote = Zygote.fork(as_uid=uid, cwd=SCRATCH, fallback=exec_zygote)
             become(HARNESS_USER)
             os.environ["HOME"] = tempfile.gettempdir()
         else:
@@ -127,10 +125,8 @@ class Server:
                                               "notes": self.notes, "capped": self.zygote.processes_capped}}
 
         def launch(write_fd: int) -> Launched:
-            pid = os.fork()
-            if pid == 0:
-                _harness_child(job, write_fd)  # never returns
-            return Launched(stop=lambda: _kill_and_reap(pid))
+            pid = fork_harness(job, write_fd)
+            return Launched(stop=lambda: kill_and_reap(pid))
         run = run_harness(launch, wall_s, started=started)
         return {"id": message.get("id"), "report": run.report, "failure": run.failure}, scratch
 
@@ -214,36 +210,6 @@ def _import_tests(package: str) -> None:
     for path in sorted(pathlib.Path(tests_folder(package)).glob("*.py")):
         if path.stem == "conftest" or path.stem.startswith("test_"):
             importlib.import_module(f"{package}.{path.stem}")
-
-
-def _harness_child(job: dict, write_fd: int) -> None:
-    """In the fork: run the harness on `job`, the report into `write_fd`; never returns."""
-    code = 0
-    try:
-        os.setsid()
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # dies with the server
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        from sandbox.zygote import close_fds_except
-        close_fds_except({0, 1, 2, write_fd, int(job["zygote"]["fd"])})  # not the protocol's stdout, nor the read end
-        os.chdir(os.path.dirname(job["submission"]))
-        from sandbox.harness import report_text
-        text = report_text(job).encode()
-        with os.fdopen(write_fd, "wb") as out:
-            out.write(text)
-    except BaseException:  # never fall back into the server's loop
-        code = 70
-    os._exit(code)
-
-
-def _kill_and_reap(pid: int) -> int | None:
-    from sandbox.zygote import kill_session
-    kill_session(pid)
-    try:
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    except ChildProcessError:
-        return None
 
 
 def main() -> int:

@@ -32,7 +32,7 @@ class Zygote:
     """A running zygote process: started here (optionally in new PID and network namespaces), or
     started by a container's entry point and handed over as a socket."""
 
-    def __init__(self, control: socket.socket, process: subprocess.Popen | None, notes: list[str],
+    def __init__(self, control: socket.socket, process: subprocess.Popen | _Forked | None, notes: list[str],
                  cgroup: PidsCgroup | None = None):
         self.control, self.process, self.notes, self.cgroup = control, process, notes, cgroup
         self.processes_capped = cgroup is not None  # a pids cgroup bounds the zygote and its workers
@@ -184,7 +184,8 @@ class _Forked:
     subprocess.Popen as Zygote uses."""
 
     def __init__(self, pid: int):
-        self.pid, self.returncode = pid, None
+        self.pid = pid
+        self.returncode: int | None = None
 
     def kill(self) -> None:
         if self.returncode is None:
@@ -199,7 +200,7 @@ class _Forked:
                 self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
             except ChildProcessError:
                 self.returncode = -9
-        return self.returncode
+        return int(self.returncode)
 
 
 # clone(2) flags for unshare(2), prctl's PR_SET_PDEATHSIG, and the mount flags /proc gets
