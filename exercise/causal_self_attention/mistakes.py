@@ -82,9 +82,13 @@ FITTED: list[tuple[Mistake, tuple[float, ...]]] = [
     (("mask_fill_not_neg_inf", "causal_value"), (-1e4, -1e3, -300, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10)),
     (("mask_fill_not_neg_inf", "padding_value"), (-1e4, -1e3, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10)),
     # Masks added to the scores (see ADDITIVE): a constant of any size, the dtype's most negative
-    # number included (Hugging Face's mask * finfo.min).
-    (("mask_fill_not_neg_inf", "additive"), (-1e4, -1e3, -100, -30, -10, -3, -1, -0.3)),
-    (("mask_fill_not_neg_inf", "padding_additive"), (-1e3, -100, -30, -10, -3, -1, -0.3)),
+    # number included (Hugging Face's mask * finfo.min). Between -5 and -50 a blocked key keeps a
+    # weight of e^c, 1e-2 to 1e-22, and the output moves with c by little: starts every few units
+    # there (log(mask + 1e-6) adds -13.8, log(mask.clamp(1e-9)) -20.7), or the fit stalls.
+    (("mask_fill_not_neg_inf", "additive"), (-1e4, -1e3, -100, -50, -40, -30, -25, -20, -17, -14, -12, -10, -8, -6,
+                                             -5, -3, -1, -0.3)),
+    (("mask_fill_not_neg_inf", "padding_additive"), (-1e3, -100, -50, -40, -30, -25, -20, -17, -14, -12, -10, -8, -6,
+                                                     -5, -3, -1, -0.3)),
     # Added to the kept keys, a large constant rounds their scores to its own precision, which any
     # constant of the same binary order of magnitude does alike: one start inside each order where
     # that shows in float32 or float64 (float16's most negative number, -65504, is in the one from
