@@ -694,12 +694,15 @@ def _autograd(student, found: Diagnosis, *_):
         return  # a NaN gradient tells nothing about what autograd sees; the tests grade the NaN
     numeric = [((est.nan_to_num() * cotangent[0]).sum().reshape(1),
                 (unc.nan_to_num() * cotangent[0].abs()).sum().reshape(1)) for est, unc in steps]
-    if not gradient_agrees(from_autograd, numeric, atol=1e-6 * max(1.0, float(numeric[0][0].abs()))).all():
-        tightest = float(min(numeric, key=lambda n: float(n[1]))[0])
+    # Against the step whose estimate is surest (the smallest uncertainty): a gradient off by a few
+    # percent (a softmax's normaliser under no_grad) agrees with a long step's loose estimate.
+    surest = min(numeric, key=lambda n: float(n[1]))
+    if not gradient_agrees(from_autograd, [surest], atol=1e-6 * max(1.0, float(numeric[0][0].abs()))).all():
+        tightest = float(surest[0])
         found.add("breaks_autograd", "detached",
-                  f"nudging the input changes the output at rate {tightest:.4g}, but the gradient your "
-                  f"module reports gives {float(from_autograd):.4g}, at every finite-difference step from "
-                  f"1e-6 to 1e-1: part of forward is hidden from autograd")
+                  f"nudging the input changes the output at rate {tightest:.4g} (finite differences, to "
+                  f"within {float(surest[1]):.1g}), but the gradient your module reports gives "
+                  f"{float(from_autograd):.4g}: part of forward is hidden from autograd")
 
 
 DRAWS = 8   # training-mode calls: 8 x 4 sequences x 4 heads, so dropout of 1 in 10 heads shows at once
