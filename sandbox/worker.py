@@ -260,9 +260,17 @@ class Worker:
         return list(out)
 
 
+# What a GPU does with tensors of two devices without complaint: move or convert one to the other's
+# device (Tensor.to(other), type_as, copy_), take the other's shape (view_as, reshape_as, expand_as),
+# index with indices on the CPU. fairseq moves a cached mask with .to(tensor), the Annotated
+# Transformer with type_as: device-safe code that the advice must not name.
+_ACROSS_DEVICES = frozenset({"to", "type_as", "copy_", "view_as", "reshape_as", "expand_as", "__getitem__"})
+
+
 def _one_device():
     """A torch function mode in which an operation whose tensors live on two devices raises what
-    CUDA raises. A 0-dim CPU tensor goes with any device, as a Python number does on a GPU."""
+    CUDA raises. A 0-dim CPU tensor goes with any device, as a Python number does on a GPU; the
+    operations of _ACROSS_DEVICES take tensors of two devices, as they do on a GPU."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -279,6 +287,8 @@ def _one_device():
     class OneDevice(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if getattr(func, "__name__", None) in _ACROSS_DEVICES:
+                return func(*args, **kwargs)
             devices = {str(t.device) for t in tensors((args, kwargs)) if not (t.dim() == 0 and t.device.type == "cpu")}
             if len(devices) > 1:
                 first, second = sorted(devices)

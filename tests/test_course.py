@@ -254,6 +254,33 @@ def test_a_course_naming_no_cluster_of_the_class_is_refused_with_the_clusters_li
     assert (root / "out" / "index.json").read_text() == before  # nothing graded, nothing rescored
 
 
+def test_a_first_run_naming_no_cluster_keeps_its_grades_for_the_corrected_course(tmp_path):
+    """A course file written before the class was ever graded cannot be checked against its
+    clusters until they are found: the first run grades, then refuses the id that names none in
+    one line (file, line, key, the clusters there are), with the grades recorded, so that the
+    corrected course rescores them without a sandbox."""
+    klass = tmp_path / "class"
+    klass.mkdir()
+    shutil.copy(CLUSTERS / TANH[0], klass / "alice.py")   # an unexplained mistake: a cluster
+    shutil.copy(CORRECT / "einsum.py", klass / "bob.py")
+    course = tmp_path / "course.toml"
+    course.write_text('# written in week 1\n[clusters.c0000000000]\ntitle = "A typo"\nfix = "..."\n')
+    first = batch(klass, tmp_path / "out", "--course", str(course), "--jobs", "2")
+    assert first.exit_code == 2, first.output
+    refusal = [line for line in first.output.splitlines() if "names no cluster" in line]
+    assert len(refusal) == 1, first.output
+    cluster = first.result("alice.py")["cluster"]
+    assert cluster and re.fullmatch(r"c[0-9a-f]{10}", cluster), cluster
+    assert f"{course} line 2: [clusters.c0000000000] names no cluster of this class; its clusters: {cluster}" in refusal[0]
+    assert "the grades are recorded" in refusal[0]
+    assert {name: entry["status"] for name, entry in first.index().items()} == {"alice.py": "graded", "bob.py": "graded"}
+    course.write_text(f'[clusters.{cluster}]\ntitle = "Tanh instead of softmax"\nfix = "Use a softmax over the keys."\n')
+    second = batch_without_sandbox(klass, tmp_path / "out", "--course", str(course))
+    assert second.exit_code == 0, second.output
+    assert "graded 0, kept 0" in second.output and re.search(r"rescored 2 from stored runs", second.output), second.output
+    assert any(b.get("title") == "Tanh instead of softmax" for b in second.result("alice.py")["bugs"])
+
+
 def test_a_reweight_rescores_the_stored_batch_without_a_sandbox(graded, reweighted):
     _, first = graded
     course, rescored, _ = reweighted

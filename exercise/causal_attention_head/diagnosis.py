@@ -92,7 +92,12 @@ def _answers(student, found: Diagnosis) -> None:
         return
     for (q, _k, v), (out, weights) in zip(inputs, answers):
         if tuple(out.shape) != tuple(v.shape) or tuple(weights.shape) != (*q.shape[:2], q.shape[1]):
-            return  # the interface test says what the shapes are
+            # the interface test says what the shapes are; no model of the values applies
+            found.unexplained = (f"for q, k, v of shape {tuple(q.shape)} your function returns a "
+                                 f"{tuple(out.shape)} tensor, then a {tuple(weights.shape)} one, where out "
+                                 f"{tuple(v.shape)} comes first and weights {(*q.shape[:2], q.shape[1])} "
+                                 f"second; no mistake in the catalog explains it")
+            return
     correct = [reference.attention(*x) for x in inputs]
     wrong = [i for i, (a, c) in enumerate(zip(answers, correct)) if not _same(a, c)]
     if not wrong:
@@ -251,6 +256,8 @@ def _autograd(student, found: Diagnosis) -> None:
     for wrt in range(3):
         nudged[wrt][wrt] = nudged[wrt][wrt] + 1e-3 * reference.random_qkv(*PROBES[0], seed=952 + wrt)[0]
     base, *moved = (o.double() for o, _ in fn.map([(q, k, v), *map(tuple, nudged)]))
+    if tuple(base.shape) != tuple(v.shape):
+        return  # not out first (the interface test says so): a backward through it tells nothing
     happened = {}   # input -> what the backward did: "raised ...", "zero", or "works"
     for wrt, name in enumerate("qkv"):
         if not (moved[wrt] - base).abs().nan_to_num().max() > 1e-9:

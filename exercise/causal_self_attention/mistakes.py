@@ -45,7 +45,9 @@ SLOTS: dict[str, list[Mistake]] = {
              ("mask_fill_not_neg_inf", "row_max"), ("mask_fill_not_neg_inf", "tensor_min"),
              ("mask_fill_not_neg_inf", "allowed_mean"), ("mask_fill_not_neg_inf", "allowed_min")],
     "scale": [("wrong_scale", "sqrt_dim"), ("wrong_scale", "none"), ("wrong_scale", "multiplied"),
-              ("wrong_scale", "head_dim_not_sqrt"), ("wrong_scale", "after_softmax")],
+              ("wrong_scale", "head_dim_not_sqrt"), ("wrong_scale", "after_softmax"),
+              # a scale that follows the sequence's length, not the head's width: 1/sqrt(T), 1/T
+              ("wrong_scale", "sqrt_length"), ("wrong_scale", "length")],
     "qkv": [("qkv_order", "k_q_v"), ("qkv_order", "q_v_k"), ("qkv_order", "v_k_q"),
             ("qkv_order", "k_v_q"), ("qkv_order", "v_q_k"), ("qkv_order", "interleaved_per_head")],
     "split": [("wrong_head_split", "no_transpose"), ("wrong_head_split", "strided"),
@@ -67,6 +69,7 @@ SINGLES: list[Mistake] = [m for variants in SLOTS.values() for m in variants]
 # order of axes or a fill from the data is not worth the models every unexplained output would cost;
 # a NaN output hides any second mistake.
 PAIRED = {**{slot: v for slot, v in SLOTS.items() if slot != "nan"}, "merge": [("wrong_head_merge", name) for name in NAMED_MERGES.values()],
+          "scale": SLOTS["scale"][:5],
           "fill": SLOTS["fill"][:2],
           "causal": SLOTS["causal"] + [("fixed_max_length", "open_past_16"), ("fixed_max_length", "open_past_32")]}
 PAIRS: list[tuple[Mistake, Mistake]] = [
@@ -79,9 +82,13 @@ FITTED: list[tuple[Mistake, tuple[float, ...]]] = [
     (("mask_fill_not_neg_inf", "causal_value"), (-1e4, -1e3, -300, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10)),
     (("mask_fill_not_neg_inf", "padding_value"), (-1e4, -1e3, -100, -30, -10, -3, -1, -0.3, 0, 0.3, 1, 3, 10)),
     # Masks added to the scores (see ADDITIVE): a constant of any size, the dtype's most negative
-    # number included (Hugging Face's mask * finfo.min).
-    (("mask_fill_not_neg_inf", "additive"), (-1e4, -1e3, -100, -30, -10, -3, -1, -0.3)),
-    (("mask_fill_not_neg_inf", "padding_additive"), (-1e3, -100, -30, -10, -3, -1, -0.3)),
+    # number included (Hugging Face's mask * finfo.min). Between -5 and -50 a blocked key keeps a
+    # weight of e^c, 1e-2 to 1e-22, and the output moves with c by little: starts every few units
+    # there (log(mask + 1e-6) adds -13.8, log(mask.clamp(1e-9)) -20.7), or the fit stalls.
+    (("mask_fill_not_neg_inf", "additive"), (-1e4, -1e3, -100, -50, -40, -30, -25, -20, -17, -14, -12, -10, -8, -6,
+                                             -5, -3, -1, -0.3)),
+    (("mask_fill_not_neg_inf", "padding_additive"), (-1e3, -100, -50, -40, -30, -25, -20, -17, -14, -12, -10, -8, -6,
+                                                     -5, -3, -1, -0.3)),
     # Added to the kept keys, a large constant rounds their scores to its own precision, which any
     # constant of the same binary order of magnitude does alike: one start inside each order where
     # that shows in float32 or float64 (float16's most negative number, -65504, is in the one from
@@ -159,7 +166,8 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
         s = s * value
     else:
         scaled: dict[str | None, torch.Tensor] = {"sqrt_dim": s / math.sqrt(C), "none": s, "after_softmax": s,
-                                                  "multiplied": s * math.sqrt(hd), "head_dim_not_sqrt": s / hd}
+                                                  "multiplied": s * math.sqrt(hd), "head_dim_not_sqrt": s / hd,
+                                                  "sqrt_length": s / math.sqrt(T), "length": s / T}
         s = scaled.get(scale, s / math.sqrt(hd))
 
     ones = torch.ones(T, T, dtype=torch.bool)
