@@ -694,10 +694,14 @@ def _autograd(student, found: Diagnosis, *_):
         return  # a NaN gradient tells nothing about what autograd sees; the tests grade the NaN
     numeric = [((est.nan_to_num() * cotangent[0]).sum().reshape(1),
                 (unc.nan_to_num() * cotangent[0].abs()).sum().reshape(1)) for est, unc in steps]
-    # Against the step whose estimate is surest (the smallest uncertainty): a gradient off by a few
-    # percent (a softmax's normaliser under no_grad) agrees with a long step's loose estimate.
+    # Off at every step, or (where no mistake of the forward was found) at the step whose estimate
+    # is surest: a gradient off by a few percent (a softmax's normaliser under no_grad) agrees with
+    # a long step's loose estimate. A forward mistake may cut a trace of the graph in passing (a
+    # fill of scores.min().item()): its fix is that mistake's, and it gets no second name for it.
     surest = min(numeric, key=lambda n: float(n[1]))
-    if not gradient_agrees(from_autograd, [surest], atol=1e-6 * max(1.0, float(numeric[0][0].abs()))).all():
+    atol = 1e-6 * max(1.0, float(numeric[0][0].abs()))
+    if not gradient_agrees(from_autograd, numeric, atol=atol).all() or (
+            not found.ids() and not gradient_agrees(from_autograd, [surest], atol=atol).all()):
         tightest = float(surest[0])
         found.add("breaks_autograd", "detached",
                   f"nudging the input changes the output at rate {tightest:.4g} (finite differences, to "
