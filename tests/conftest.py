@@ -10,6 +10,13 @@ from pathlib import Path
 
 import pytest
 
+# The tests that call torch in this process (the diagnosis's models, the kit's read-outs) do so on one
+# thread, as the harness does (sandbox.zygote.single_threaded_torch): beside the other worker of the
+# run, torch's second thread only waits (measured: the fixed-length diagnosis cases took 72 s with
+# two threads and 10.5 s with one while another process kept one core busy; 47 s and 42 s alone).
+# Set before torch is imported here; a process a test starts inherits it, as the sandbox sets its own.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 from tests.support.grading import grade_once
 from tests.support.corpus import BUGGY_AND_UNKNOWN, Corpus
 
