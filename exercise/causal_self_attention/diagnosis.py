@@ -424,6 +424,7 @@ def _fit(o: Observed, mistake, grid) -> float | None:
         return float(torch.where(usable, target - got, torch.zeros(())).nan_to_num().square().sum())
 
     value = start = min(grid, key=gap)
+    previous = math.inf
     for _ in range(20):
         h = 1e-6 * max(abs(value), 1e-3)
         plus, minus, here = (_model(o, (mistake,), torch.tensor(v, dtype=torch.float64))
@@ -431,8 +432,13 @@ def _fit(o: Observed, mistake, grid) -> float | None:
         slope = torch.where(usable, (plus - minus) / (2 * h), torch.zeros(())).nan_to_num()
         resid = torch.where(usable, target - here, torch.zeros(())).nan_to_num()
         norm = float((slope * slope).sum())
-        if norm == 0:
+        now = float((resid * resid).sum())
+        # No step left to take, or one that no longer lowers the residual by a billionth: a model
+        # that fits converges to a residual of rounding, one that does not stalls above it (checked
+        # by _matches either way); the steps that follow a stall would change nothing it decides.
+        if norm == 0 or now >= previous * (1 - 1e-9):
             break
+        previous = now
         step = float((slope * resid).sum()) / norm
         for _halving in range(12):  # a step that overshoots (the softmax is far from linear) is halved
             if math.isfinite(value + step) and residual(value + step) <= float((resid * resid).sum()):
@@ -443,6 +449,11 @@ def _fit(o: Observed, mistake, grid) -> float | None:
             break
     if not (math.isfinite(value) and gap(value) <= gap(start)):
         value = start  # a flat fit (a constant that wipes out the scores) is not improved by steps
+    return _checked(mistake, value)
+
+
+def _checked(mistake, value: float) -> float | None:
+    """A fitted value, or None where it is not the mistake's (a scale of 0, a mask of the other sign)."""
     if mistake == ("wrong_scale", "factor") and not abs(value) > 1e-6:
         return None  # scores multiplied by 0 are not used at all: that is not a scale
     if mistake in mistakes.NEGATIVE and not value < -1e-6:
