@@ -94,6 +94,8 @@ def serve(control: socket.socket, *, preload: bool) -> None:
             _send(control, {"ok": True})
         elif op == "status":
             _send(control, {"status": _wait_status(command["pid"], statuses, command.get("wait_s", 0.5))})
+        elif op == "waited":  # how long a worker's threads have waited for a CPU (proxy: a busy machine)
+            _send(control, {"waited_ns": run_queue_wait_ns(command["pid"])})
         elif op == "reset":  # a warm sandbox, between two submissions
             clean = reset.after_submission(command, baseline, reap=lambda: _wait_status(0, statuses, 0))
             statuses.clear()
@@ -222,6 +224,20 @@ def kill_session(pid: int) -> None:
             kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def run_queue_wait_ns(pid: int) -> int | None:
+    """The nanoseconds `pid`'s threads have spent runnable but waiting for a CPU, summed (the second
+    field of each thread's /proc schedstat); None where the kernel does not keep it or pid is gone."""
+    try:
+        tasks = os.listdir(f"/proc/{int(pid)}/task")
+        total = 0
+        for tid in tasks:
+            with open(f"/proc/{int(pid)}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        return total
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _wait_status(pid: int, statuses: dict[int, int], wait_s: float) -> int | None:

@@ -141,6 +141,11 @@ class Zygote:
     def exit_status(self, pid: int) -> int | None:
         return self._command({"op": "status", "pid": pid, "wait_s": 0.5}).get("status")
 
+    def run_queue_wait_ns(self, pid: int) -> int | None:
+        """How long the worker's threads have waited for a CPU so far (sandbox.zygote.run_queue_wait_ns)."""
+        waited = self._command({"op": "waited", "pid": pid}).get("waited_ns")
+        return waited if isinstance(waited, int) and not isinstance(waited, bool) else None
+
     def close(self) -> None:
         """Kill the zygote we started (in a PID namespace every worker dies with it); a zygote we
         were handed exits when its socket closes, and its container ends the rest."""

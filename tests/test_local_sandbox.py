@@ -157,3 +157,77 @@ def test_a_worker_whose_own_set_up_fails_is_the_graders_failure_not_the_students
         report = json.load(f)
     assert report["status"] == "error", report
     assert "could not set up a worker process before importing your file" in report["error"]
+
+
+@pytest.mark.unit
+def test_a_call_past_its_limit_waits_only_while_the_machine_keeps_the_worker_from_a_cpu():
+    """The call's limit counts the time the worker ran or slept, not the time it waited for a CPU
+    another process held (sandbox.proxy: the worker's run-queue wait, read by its zygote)."""
+    from sandbox import proxy
+    from sandbox.proxy import Student
+
+    class Worker:
+        def __init__(self, fd):
+            self.pid, self.resp_fd = 7, fd
+
+    class Zygote:  # a worker whose threads wait for a CPU `share` of the time
+        def __init__(self, share):
+            self.share, self.started = share, time.monotonic()
+
+        def run_queue_wait_ns(self, pid):
+            return None if self.share is None else int((time.monotonic() - self.started) * self.share * 1e9)
+
+    read, write = os.pipe()
+    try:
+        for share, extended in ((0.9, True), (0.05, False), (None, False)):
+            student = Student.__new__(Student)
+            student.zygote = Zygote(share)
+            started = time.monotonic()
+            limit, cap = started + 0.6, started + 1.8
+            due = student._answer_due(Worker(read), limit, cap)
+            waited = time.monotonic() - started
+            if extended:  # starved to the end: waited slice by slice up to the cap, then late
+                assert due == pytest.approx(cap, abs=0.05) and waited >= 1.7, (share, due - started, waited)
+            else:  # running, sleeping, or nothing known: late at the limit itself
+                assert due == limit and waited < 0.6 + proxy.BUSY_SLICE_S, (share, due - started, waited)
+        # An answer that arrives during the extension is taken, with the slice it arrived in to finish.
+        student = Student.__new__(Student)
+        student.zygote = Zygote(0.9)
+        threading.Timer(0.9, os.write, (write, b"x")).start()
+        started = time.monotonic()
+        due = student._answer_due(Worker(read), started + 0.6, started + 1.8)
+        assert 0.85 <= time.monotonic() - started < 1.3 and started + 0.6 < due <= started + 1.8
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_a_correct_call_slowed_by_a_busy_machine_keeps_its_points(tmp_path):
+    """A correct layer whose first long call needs 1.2 s of CPU (a chunked loop, say), graded while
+    eight other processes keep both cores busy: the call takes longer than its 4 s limit in wall
+    time, because the worker waits for a CPU, and still counts (a busy machine never costs a correct
+    file a point). The processes are this test's own and end with it."""
+    path = tmp_path / "slow_long_calls.py"
+    path.write_text(CORRECT.replace("def forward(self, x, key_padding_mask=None):",
+                                    "def forward(self, x, key_padding_mask=None):\n"
+                                    "        if x.shape[1] >= 300 and not _spun:\n"
+                                    "            _spun.append(1)\n"
+                                    "            _t = _time.process_time()\n"
+                                    "            while _time.process_time() - _t < 1.2:\n"
+                                    "                pass\n")
+                    + "\nimport time as _time\n_spun = []\n")
+    # Each in a session of its own, as a machine's other jobs are: the kernel shares the CPUs
+    # between sessions (autogroups) before processes, so eight loops in one would barely slow the
+    # grade. Measured: the same grade under these eight scored 10 with a limit in wall time alone.
+    hogs = [subprocess.Popen([sys.executable, "-c", "import time\nend = time.monotonic() + 120\n"
+                              "while time.monotonic() < end:\n    pass"], start_new_session=True) for _ in range(8)]
+    try:
+        graded = grade(path, "--time-limit", "120")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    result = graded.result
+    assert result["status"] == "graded", graded.terminal
+    slow = [t for t in result["tests"] if "did not finish within" in t["feedback"]]
+    assert result["score"] == 100 and not slow, [t["feedback"][:300] for t in slow]
