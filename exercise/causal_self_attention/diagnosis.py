@@ -441,7 +441,7 @@ def _fit(o: Observed, mistake, grid) -> float | None:
         previous = now
         step = float((slope * resid).sum()) / norm
         for _halving in range(12):  # a step that overshoots (the softmax is far from linear) is halved
-            if math.isfinite(value + step) and residual(value + step) <= float((resid * resid).sum()):
+            if math.isfinite(value + step) and residual(value + step) <= now:
                 break
             step /= 2
         value += step
@@ -449,11 +449,6 @@ def _fit(o: Observed, mistake, grid) -> float | None:
             break
     if not (math.isfinite(value) and gap(value) <= gap(start)):
         value = start  # a flat fit (a constant that wipes out the scores) is not improved by steps
-    return _checked(mistake, value)
-
-
-def _checked(mistake, value: float) -> float | None:
-    """A fitted value, or None where it is not the mistake's (a scale of 0, a mask of the other sign)."""
     if mistake == ("wrong_scale", "factor") and not abs(value) > 1e-6:
         return None  # scores multiplied by 0 are not used at all: that is not a scale
     if mistake in mistakes.NEGATIVE and not value < -1e-6:
