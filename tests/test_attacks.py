@@ -23,6 +23,10 @@ A file with a `# diagnosed: ID ...` line must also have each of these bug ids na
 when it is graded (the delegation attacks: `uses_forbidden_builtin`).
 A file with a `# known-hole:` line is an attack the grader does not stop yet: its case is an
 expected failure (xfail, strict), so the run shows it as such and never as passed.
+A file with a `# call-limit: SECONDS` line, one whose calls never return (a loop, a recursion
+without end), is graded with the host's lower limit on one call (grader.grading.CALL_LIMIT): the
+kill, the count of timed-out calls and the clean-up are what it meets at 1 s as at 4, in a third
+of the time. The deployed limit has tests of its own (test_grade_hostile.py, test_docker.py).
 An attack on the score is graded as a class is, in a warm `grade batch` with the other attacks
 of its chunk, and the batch is watched as a cold grade is (see warm_batch); so is its run with the
 kernel's layers alone, in a batch of those runs. An attack marked `# path: cold`, or graded by an
@@ -43,6 +47,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.grading import CALL_LIMIT
 from tests.support.as_user import NOBODY
 from tests.support.grading import KERNEL_LAYER, ROOT, SUBMISSIONS, grade, own_label
 from tests.support.batching import batch
@@ -383,6 +388,14 @@ def warm_attacks(sandbox: str, args: tuple[str, ...], kernel: bool = False) -> l
             and sandbox in attack_header(p)[1] and (not kernel or aims_at_kernel(p))]
 
 
+def call_limit(path: Path) -> dict[str, str]:
+    """The host's lower limit on one call (grader.grading.CALL_LIMIT) for an attack whose calls never
+    return ('# call-limit: SECONDS'): its grade waits that long per call instead of the exercise's 4 s.
+    The deployed limit is tested by tests/test_grade_hostile.py and test_docker.py's limits."""
+    named = re.search(r"^# call-limit: ([0-9.]+)\b", path.read_text(), re.M)
+    return {CALL_LIMIT: named.group(1)} if named else {}
+
+
 def aims_at_kernel(path: Path) -> bool:
     return re.search(r"^# layers: kernel$", path.read_text(), re.M) is not None
 
@@ -425,7 +438,8 @@ def test_attack_gains_nothing_and_leaves_nothing(request, path, sandbox, uid, ke
         for made in (own / "upload", marked):
             os.chown(made, uid, uid)
     graded = grade(marked, "--sandbox", sandbox, *exercise_args(path), timeout=TIME_LIMIT_S + 60,
-                   env={**{k: str(v) for k, v in places.items()}, **SEED, **(KERNEL_LAYER if kernel else {})}, uid=uid)
+                   env={**{k: str(v) for k, v in places.items()}, **SEED, **(KERNEL_LAYER if kernel else {}),
+                        **call_limit(path)}, uid=uid)
     connected = bait.close() if bait else []
     after_procs = left_running(own, mark)
     after_files = snapshot(*places.values(), *([bait.folder] if bait else []))

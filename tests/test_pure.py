@@ -263,3 +263,16 @@ def test_every_exception_the_project_defines_is_a_grader_error():
     assert len(exceptions) > 25, exceptions          # the walk found them
     outside = [f"{c.__module__}.{c.__qualname__}" for c in exceptions if not issubclass(c, GraderError)]
     assert outside == []
+
+
+@pytest.mark.parametrize("value,call_s", [("1", 1.0), ("0.5", 0.5), ("0.1", 4.0), ("9", 4.0), ("four", 4.0), ("nan", 4.0), (None, 4.0)])
+def test_the_hosts_call_limit_only_ever_lowers_the_exercises(monkeypatch, value, call_s):
+    from grader import grading
+    if value is None:
+        monkeypatch.delenv(grading.CALL_LIMIT, raising=False)
+    else:
+        monkeypatch.setenv(grading.CALL_LIMIT, value)
+    limits = exercises.get(exercises.DEFAULT).limits
+    assert limits.call_s == 4.0
+    assert grading._host_limits(limits).call_s == call_s
+    assert grading._host_limits(limits).wall_s == limits.wall_s

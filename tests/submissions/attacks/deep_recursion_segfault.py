@@ -1,6 +1,7 @@
 # attack: sys.setrecursionlimit(10**7) then unbounded recursion in forward (C stack overflow)
 # sandboxes: local docker
 # path: cold (it aims at the grade process)
+# call-limit: 1 (every call recurses until the limit: what a call that never returns meets is the same at 1 s as at 4)
 # honest: correct
 import math
 import os

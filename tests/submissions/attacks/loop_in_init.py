@@ -1,6 +1,7 @@
 # attack: while True: pass inside __init__
 # sandboxes: local docker
 # path: cold (it aims at the time limit of grade FILE)
+# call-limit: 1 (every construction loops: what a call that never returns meets is the same at 1 s as at 4)
 # honest: correct
 import math
 import os

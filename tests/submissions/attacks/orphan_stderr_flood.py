@@ -2,6 +2,7 @@
 # sandboxes: local docker
 # path: cold (it aims at the terminal of grade FILE)
 # layers: kernel
+# call-limit: 1 (every worker it starts floods until a call times out: what a call that never returns meets is the same at 1 s as at 4)
 # honest: correct
 import math
 import os

@@ -1,6 +1,7 @@
 # attack: ignores SIGTERM/SIGINT/SIGHUP/SIGXCPU/SIGALRM/SIGUSR1 at import; forward loops forever, catching every BaseException
 # sandboxes: local docker
 # path: cold (it aims at the time limit of grade FILE)
+# call-limit: 1 (every call loops: what a call that never returns meets is the same at 1 s as at 4)
 # honest: correct
 import math
 import os
