@@ -243,11 +243,11 @@ def test_nothing_of_a_submission_survives_into_the_next(tmp_path, sandbox):
 def test_a_submission_that_changes_the_zygote_leaves_the_next_one_a_fresh_sandbox(tmp_path, sandbox):
     """tamper_with_zygote.py lowers the zygote's open-files limit and priority, which later workers
     would inherit, and is rejected if it finds such a change from an earlier grade. The reset sees
-    the change, so each of the three is graded by a fresh server. The local sandbox run by root
-    gives the workers a uid of their own: the change is refused, and one server grades all three."""
-    run = one_slot_full_marks(tmp_path, sandbox, "tamper_with_zygote.py", copies=3)
+    the change, so each of the two is graded by a fresh server. The local sandbox run by root
+    gives the workers a uid of their own: the change is refused, and one server grades both."""
+    run = one_slot_full_marks(tmp_path, sandbox, "tamper_with_zygote.py", copies=2)
     refused = sandbox == "local" and os.geteuid() == 0
-    assert f"{1 if refused else 3} warm sandbox{'' if refused else 'es'} started" in run.output
+    assert f"{1 if refused else 2} warm sandbox{'' if refused else 'es'} started" in run.output
 
 
 @pytest.fixture
@@ -268,12 +268,12 @@ def planted_keys():
 @pytest.mark.parametrize("mode", ["warm", "cold"])
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_kernel_state_of_one_grade_does_not_reach_the_next(tmp_path, sandbox, mode, planted_keys):
-    """keyring_ioprio_mqueue.py, graded three times by one slot, is rejected if it finds a kernel key,
+    """keyring_ioprio_mqueue.py, graded twice by one slot, is rejected if it finds a kernel key,
     an idle I/O priority or a POSIX message queue left by an earlier grade, and plants them all
     itself: keys and queues are refused to workers (seccomp), and a warm zygote whose I/O priority
     was changed is replaced (the reset compares it). Cold, a key would reach the next grade through
     the user's keyring just the same."""
-    one_slot_full_marks(tmp_path, sandbox, "keyring_ioprio_mqueue.py", 3, *(["--cold"] if mode == "cold" else []))
+    one_slot_full_marks(tmp_path, sandbox, "keyring_ioprio_mqueue.py", 2, *(["--cold"] if mode == "cold" else []))
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
