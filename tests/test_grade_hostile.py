@@ -1,5 +1,6 @@
 """Code that exits, hangs or floods its output still gets a result, within the time limit, and only
 the tests it broke fail. What this grade does not cover (attacks on the score) is the attack suite's."""
+from grader.grading import CALL_LIMIT
 from tests.support.grading import SUBMISSIONS, grade
 
 HOSTILE = SUBMISSIONS / "hostile"
@@ -61,13 +62,14 @@ def test_output_flood_kills_the_worker_and_says_so():
 
 def test_endless_loop_beside_torch_compile_is_still_a_prompt_timeout():
     """torch.compile in a module changes nothing about the per-call limit: a forward that loops
-    still times out after it, and is called a loop."""
-    graded = grade(HOSTILE / "loop_in_compiled_module.py")
+    still times out after it, and is called a loop. Graded with the host's call limit of 1 s
+    (grader.grading.CALL_LIMIT): the deployed 4 s is the test above's."""
+    graded = grade(HOSTILE / "loop_in_compiled_module.py", env={CALL_LIMIT: "1"})
     result = graded.result
     assert graded.exit_code == 0 and result["status"] == "graded"
-    assert graded.seconds < 60, "four timed-out calls of 4 s and the rest not run: far below the 90 s limit"
+    assert graded.seconds < 30, "three timed-out calls of 1 s and the rest not run: far below the 90 s limit"
     timeouts = [t for t in result["tests"] if t["status"] == "timeout"]
-    assert timeouts and any("did not finish within 4 s (an infinite loop?)" in t["feedback"] for t in timeouts)
+    assert timeouts and any("did not finish within 1 s (an infinite loop?)" in t["feedback"] for t in timeouts)
     assert not any("compiling" in t["feedback"] for t in result["tests"])
     assert result["score"] <= 5
 
