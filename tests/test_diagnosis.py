@@ -59,14 +59,14 @@ def test_bugs_reach_the_affected_tests_and_the_top_of_the_feedback(grade_cached)
     assert "Bug: The causal mask is applied after the softmax" in top and "Fix:" in top
 
 
-def test_advice_costs_no_points(grade_cached):
-    result = grade_cached(SUBMISSIONS / "buggy" / "mask_device_mismatch__ones_tril.py").result
+def test_advice_costs_no_points(corpus_graded):
+    result = corpus_graded["buggy/mask_device_mismatch__ones_tril.py"]
     assert result["score"] == 100
     assert [b["id"] for b in result["bugs"]] == ["mask_device_mismatch"] and result["bugs"][0]["advice"]
 
 
-def test_forbidden_builtin_gets_no_points_for_the_comparison_tests(grade_cached):
-    result = grade_cached(SUBMISSIONS / "buggy" / "uses_forbidden_builtin__mha_inside.py").result
+def test_forbidden_builtin_gets_no_points_for_the_comparison_tests(corpus_graded):
+    result = corpus_graded["buggy/uses_forbidden_builtin__mha_inside.py"]
     for test in result["tests"]:
         if any(g in test["group"] for g in ("test_matches_multihead", "test_padding_matches", "test_equal_scores")):
             assert test["score"] == 0 and "nn.MultiheadAttention" in test["feedback"]

@@ -98,8 +98,8 @@ def test_mistake_costs_only_the_points_it_affects(corpus_graded, grade_cached, p
 
 
 @pytest.mark.parametrize("name", ["trivial__returns_input.py", "trivial__returns_zeros.py", "trivial__constant.py"])
-def test_module_that_does_not_attend_earns_interface_points_at_most(grade_cached, name):
-    graded = grade_cached(SUBMISSIONS / "buggy" / name)
+def test_module_that_does_not_attend_earns_interface_points_at_most(corpus_graded, name):
+    graded = Batched(corpus_graded[f"buggy/{name}"])
     assert graded.result["score"] <= 10
     for group in EVERYTHING[2:]:
         assert graded.lost(group), group
