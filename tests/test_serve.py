@@ -16,12 +16,15 @@ import time
 
 import pytest
 
+from tests.support.corpus import graded_in_corpus
 from tests.support.grading import SUBMISSIONS
 from tests.support.serving import CallbackReceiver, Server, bug_ids, summary, two_tokens
 
+# A correct file and three kinds of mistake, each in its corpus's first chunk (tests.support.corpus):
+# a run of this file alone grades one chunk of each corpus for the comparison.
 CORPUS = [SUBMISSIONS / "correct" / "einsum.py",
-          SUBMISSIONS / "buggy" / "mask_after_softmax__loop.py",
-          SUBMISSIONS / "buggy" / "padding_inverted__manual.py",
+          SUBMISSIONS / "buggy" / "causal_mask_off_by_one__includes_next.py",
+          SUBMISSIONS / "buggy" / "fixed_max_length__buffer32.py",
           SUBMISSIONS / "buggy" / "breaks_autograd__no_grad.py"]
 
 
@@ -66,17 +69,18 @@ def test_healthz_and_openapi_need_no_token(server):
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
-def test_same_result_as_grade_file(server, a, grade_cached, path):
-    answer = server.upload(a, path.read_bytes(), path.name)
+def test_same_result_as_a_batch(server, a, path):
+    """The service grades an upload as `grade batch` grades the same file (the corpus's result, graded
+    in this run; that a batch grades as `grade FILE` does is test_queue's and test_docker's)."""
+    data = path.read_bytes()
+    answer = server.upload(a, data, path.name)
     assert answer.status_code == 202, answer.text
     accepted = answer.json()
     assert accepted == {"id": accepted["id"], "state": "queued", "url": f"/v1/grades/{accepted['id']}"}
     document = server.wait(a, accepted["url"])
     assert set(document) == {"id", "state", "url", "result"} and document["state"] == "done"
-    cli = grade_cached(path)
-    assert cli.exit_code == 0, cli.terminal
-    assert summary(document["result"]) == summary(cli.result)
-    assert document["result"]["submission"] == cli.result["submission"]
+    assert summary(document["result"]) == summary(graded_in_corpus(path))
+    assert document["result"]["submission"] == {"name": path.name, "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def test_reupload_is_answered_from_the_stored_result(server, a):
@@ -307,7 +311,7 @@ def test_callback_is_signed_and_retried(server, a, receiver):
     read = _delivered(server, a, answer.json()["url"])
     assert read.pop("callback") == {"state": "delivered", "attempts": 2, "last_error": "status 500"}
     assert document == read
-    assert bug_ids(document["result"]) == ["mask_after_softmax"]
+    assert bug_ids(document["result"]) == ["causal_mask_off_by_one"]
 
 
 def _delivered(server, token, url: str, timeout: float = 30) -> dict:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.corpus import graded_in_corpus
 from tests.support.grading import SUBMISSIONS
 from tests.support.queueing import until
 from tests.support.serving import QueueStack, Server, new_token, summary
 
-FILES = [SUBMISSIONS / "correct" / "einsum.py", SUBMISSIONS / "buggy" / "padding_inverted__manual.py"]
+# In their corpora's first chunks (tests.support.corpus), as test_serve.py's are.
+FILES = [SUBMISSIONS / "correct" / "einsum.py", SUBMISSIONS / "buggy" / "causal_mask_off_by_one__includes_next.py"]
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +39,13 @@ def queue_server(stack, tmp_path_factory):
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
-def test_queue_mode_gives_the_result_of_grade_file(queue_server, grade_cached, path):
+def test_queue_mode_gives_the_result_of_a_batch(queue_server, path):
     server, token = queue_server
     answer = server.upload(token, path.read_bytes(), path.name)
     assert answer.status_code == 202 and answer.json()["state"] == "queued", answer.text
     document = server.wait(token, answer.json()["url"])
     assert document["state"] == "done"
-    assert summary(document["result"]) == summary(grade_cached(path).result)
+    assert summary(document["result"]) == summary(graded_in_corpus(path))
 
 
 def test_queue_mode_reupload_is_answered_from_the_stored_result(queue_server):
@@ -69,7 +71,7 @@ def test_a_service_started_with_a_sandbox_gets_it_or_an_error_never_another(stac
             "for the docker sandbox") in document["result"]["message"]
 
 
-def test_a_result_forged_in_redis_is_a_failed_grade_on_the_service(queue_server, stack, grade_cached):
+def test_a_result_forged_in_redis_is_a_failed_grade_on_the_service(queue_server, stack):
     import json
 
     from grader import queue
@@ -77,14 +79,14 @@ def test_a_result_forged_in_redis_is_a_failed_grade_on_the_service(queue_server,
     data = FILES[1].read_bytes() + b"\n# forged in redis\n"
     gid = queue.grade_id(data, "forged.py")  # what the service asks its workers for: no sandbox named
     forged = {"id": gid, "sha256": "", "sandbox": "local", "sig": "0" * 64,
-              "result": {**grade_cached(FILES[0]).result, "score": 100}}
+              "result": {**graded_in_corpus(FILES[0]), "score": 100}}
     stack.redis.client.set(f"grader:result:{gid}", json.dumps(forged))
     document = server.grade(token, data, "forged.py")
     assert document["state"] == "failed" and document["result"]["score"] is None, document
     assert "signature did not verify" in document["result"]["message"], document["result"]["message"]
     assert stack.redis.client.get(f"grader:result:{gid}") is None  # dropped: an upload again grades it
     again = server.grade(token, data, "forged.py")
-    assert again["state"] == "done" and summary(again["result"]) == summary(grade_cached(FILES[1]).result)
+    assert again["state"] == "done" and summary(again["result"]) == summary(graded_in_corpus(FILES[1]))
 
 
 def test_health_tells_the_truth_and_uploads_fail_fast_when_the_queue_goes(tmp_path):

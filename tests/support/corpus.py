@@ -62,3 +62,13 @@ class Corpus:
 CORRECT = Corpus("correct", {path.name: path for path in sorted((SUBMISSIONS / "correct").iterdir())})
 BUGGY_AND_UNKNOWN = Corpus("buggy-unknown", {f"{folder}/{path.name}": path for folder in ("buggy", "unknown")
                                              for path in sorted((SUBMISSIONS / folder).glob("*.py"))})
+
+
+def graded_in_corpus(path: Path) -> dict:
+    """The result a corpus above holds for this file of tests/submissions (correct/, buggy/ or
+    unknown/): what a test that compares another way of grading (the service, the queue) with
+    `grade batch` reads, instead of grading the file cold once more."""
+    if path.parent == SUBMISSIONS / "correct":
+        return CORRECT.result(path.name)
+    return BUGGY_AND_UNKNOWN.result(f"{path.parent.name}/{path.name}")
+
