@@ -10,8 +10,8 @@ def _statuses(result):
     return {t["status"] for t in result["tests"]}
 
 
-def test_exit_in_forward_fails_only_the_calls_and_says_why():
-    graded = grade(HOSTILE / "exit_in_forward.py")
+def test_exit_in_forward_fails_only_the_calls_and_says_why(grade_cached):
+    graded = grade_cached(HOSTILE / "exit_in_forward.py")  # shared with test_docker's comparison
     result = graded.result
     assert result["status"] == "graded"
     assert result["score"] <= 5                       # only the layer check needs no forward

@@ -20,8 +20,8 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_malformed_submission_is_rejected_precisely(name):
-    graded = grade(MALFORMED / name)
+def test_malformed_submission_is_rejected_precisely(grade_cached, name):
+    graded = grade_cached(MALFORMED / name)  # shared with test_docker's no_class.py
     assert graded.exit_code == 0, graded.terminal     # a result was produced
     result = graded.result
     assert result["status"] == "rejected"
