@@ -7,7 +7,7 @@ path a student's laptop takes.
 import pytest
 
 from tests.support.corpus import CORRECT
-from tests.support.grading import EXAMPLES, SUBMISSIONS, grade
+from tests.support.grading import EXAMPLES, SUBMISSIONS
 
 CORPUS = sorted((SUBMISSIONS / "correct").iterdir())
 EXAMPLES_CORRECT = [EXAMPLES / "correct.py", EXAMPLES / "notebook.ipynb"]
@@ -27,7 +27,7 @@ def test_correct_style_scores_full_marks(path):
 
 
 @pytest.mark.parametrize("path", EXAMPLES_CORRECT, ids=[p.name for p in EXAMPLES_CORRECT])
-def test_correct_example_scores_full_marks_with_grade_file(path):
-    graded = grade(path, timeout=600)
+def test_correct_example_scores_full_marks_with_grade_file(grade_cached, path):
+    graded = grade_cached(path)  # once per run: test_cli_contract and test_docker read it too
     assert graded.exit_code == 0, graded.terminal
     full_marks(graded.result)
