@@ -37,6 +37,7 @@ The conftest prints the table of outcomes at the end of the run.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -248,12 +249,28 @@ def docker_leftovers() -> list[str]:
             if c.attrs.get("Config", {}).get("Image") == image]
 
 
+HEADER = re.compile(r"# (attack|sandboxes|path|honest|layers|call-limit|exercise|as-user|known-hole|diagnosed): ")
+
+
+def honest_body(path: Path) -> str:
+    """The honest version without the attack's header lines (comments that say how the suite runs
+    it): attacks written on one honest layer share one body, graded once."""
+    lines = honest_source(path).splitlines(keepends=True)
+    while lines and HEADER.match(lines[0]):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def _honest_key(path: Path) -> str:
+    return hashlib.sha256(honest_body(path).encode()).hexdigest()[:16] + ".py"
+
+
 def _honest_corpora(seed: str) -> dict[tuple[str, ...], Corpus]:
-    """The attacks' honest versions, by the options that grade them as their exercise."""
+    """The attacks' honest versions, by the options that grade them as their exercise: one file per
+    distinct honest body (98 attacks, 54 bodies), named by its hash."""
     wanted: dict[tuple[str, ...], dict] = {}
     for path in all_attacks():
-        wanted.setdefault(tuple(exercise_args(path)), {})[f"{path.parent.name}/{path.name}"] = \
-            lambda path=path: honest_source(path)
+        wanted.setdefault(tuple(exercise_args(path)), {})[_honest_key(path)] = lambda path=path: honest_body(path)
     return {args: Corpus("honest-" + "-".join(args[1:] or ["default"]), files, args=args,
                          env={"ATTENTION_GRADER_SEED_KEY": seed}) for args, files in wanted.items()}
 
@@ -262,14 +279,15 @@ def _honest_corpora(seed: str) -> dict[tuple[str, ...], Corpus]:
 def honest_score():
     """The score of each attack's honest version, graded in this run (never written down) by warm
     local batches, with the attacks' seed key, once for every worker (tests.support.corpus): each
-    honest file gets the draws `grade FILE` would give it (the seed is the key's, of the bytes)."""
+    honest body gets the draws `grade FILE` would give it (the seed is the key's, of the bytes;
+    an attack's own draws differ from its honest version's either way)."""
     # The seed key is drawn once per run: every worker grades its attacks with the key the honest
     # versions were graded with.
     SEED["ATTENTION_GRADER_SEED_KEY"] = once("attack-seed-key", lambda: SEED["ATTENTION_GRADER_SEED_KEY"])
     corpora = _honest_corpora(SEED["ATTENTION_GRADER_SEED_KEY"])
 
     def score(path: Path) -> float:
-        result = corpora[tuple(exercise_args(path))].result(f"{path.parent.name}/{path.name}")
+        result = corpora[tuple(exercise_args(path))].result(_honest_key(path))
         assert result["status"] in ("graded", "rejected"), \
             f"the honest version of {path.name} did not grade: {result.get('message')}"
         return result["score"]

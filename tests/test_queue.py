@@ -137,14 +137,16 @@ def check_out_once(out: Path, names: list[str]) -> None:
 def test_a_class_graded_by_two_workers_gets_what_a_local_batch_gives(tmp_path, shared_workers, shared_redis):
     """The class's correct and buggy files are the corpora's (tests.support.corpus), named as there:
     their local batch's results are the ones the run graded already; the rest is graded here.
-    A class of 16 (6 correct files, 7 buggy ones of three kinds, the two malformed files and a folder
+    A class of 9 (3 correct files, 3 buggy ones of three kinds, the two malformed files and a folder
     without a submission) proves what the 42 of before did (both workers grade, one log line per
     grade, each result and gradebook row is the local batch's, the folder is rejected on this
-    machine) with a third of the grades. Its buggy files are in the buggy corpus's first chunk: a
+    machine) with a fifth of the grades. Its buggy files are in the buggy corpus's first chunk: a
     run of this file alone grades that one chunk of it for the comparison, not five."""
-    from tests.support.corpus import BUGGY_AND_UNKNOWN, CHUNK, CORRECT as CORRECT_CORPUS
+    from tests.support.corpus import BUGGY_AND_UNKNOWN, CORRECT as CORRECT_CORPUS
     workers, redis_server = shared_workers, shared_redis
-    corpus = {p.name: p for p in CORRECT[:6]} | {f"buggy__{p.name}": p for p in BUGGY[:CHUNK:3][:7]}
+    kinds = [BUGGY[0], next(p for p in BUGGY if p.name.startswith("causal_mask_off_by_one")),
+             next(p for p in BUGGY if p.name.startswith("fixed_max_length"))]   # the first chunk's three kinds
+    corpus = {p.name: p for p in CORRECT[:3]} | {f"buggy__{p.name}": p for p in kinds}
     others = {p.name: p for p in (SUBMISSIONS / "malformed" / "syntax_error.py", SUBMISSIONS / "malformed" / "no_class.py")}
     folder, rest = tmp_path / "class", tmp_path / "rest"
     for target, files in ((folder, corpus | others), (rest, others)):
@@ -159,7 +161,7 @@ def test_a_class_graded_by_two_workers_gets_what_a_local_batch_gives(tmp_path, s
     assert queued.returncode == 0, queued.stdout[-3000:] + queued.stderr[-3000:]
 
     names = [*corpus, *others, "bob"]
-    assert len(names) >= 16
+    assert len(names) >= 9
     check_out_once(tmp_path / "queued", names)
     local_results = results(tmp_path / "local") | {
         name: CORRECT_CORPUS.result(name) if name in CORRECT_CORPUS.files else BUGGY_AND_UNKNOWN.result(name.replace("__", "/", 1))
