@@ -110,26 +110,26 @@ def test_a_class_gets_a_gradebook_results_and_a_report(tmp_path, sandbox):
 def test_a_rerun_grades_only_new_or_changed_submissions(tmp_path):
     folder = tmp_path / "class"
     folder.mkdir()
-    for name in ("a.py", "b.py", "c.py"):
+    for name in ("a.py", "b.py"):
         shutil.copy(EXAMPLES / "correct.py", folder / name)
     first = batch(folder, tmp_path / "out", "--jobs", "2")
-    assert first.exit_code == 0 and "graded 3, kept 0" in first.output, first.output
+    assert first.exit_code == 0 and "graded 2, kept 0" in first.output, first.output
     stamps = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out" / "results").iterdir()}
 
     again = batch(folder, tmp_path / "out", "--jobs", "2")
-    assert again.exit_code == 0 and "graded 0, kept 3" in again.output, again.output
+    assert again.exit_code == 0 and "graded 0, kept 2" in again.output, again.output
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out" / "results").iterdir()} == stamps
-    assert set(again.gradebook()) == {"a.py", "b.py", "c.py"}
+    assert set(again.gradebook()) == {"a.py", "b.py"}
 
     shutil.copy(EXAMPLES / "mask_after_softmax.py", folder / "b.py")   # a student uploads a new version
     shutil.copy(EXAMPLES / "padding_ignored.py", folder / "d.py")      # a late submission
     changed = batch(folder, tmp_path / "out", "--jobs", "2")
-    assert changed.exit_code == 0 and "graded 2, kept 2" in changed.output, changed.output
+    assert changed.exit_code == 0 and "graded 2, kept 1" in changed.output, changed.output
     book = changed.gradebook()
     assert (book["b.py"]["score"], book["d.py"]["score"], book["a.py"]["score"]) == ("24", "88", "100")
 
     forced = batch(folder, tmp_path / "out", "--jobs", "2", "--force")
-    assert forced.exit_code == 0 and "graded 4, kept 0" in forced.output, forced.output
+    assert forced.exit_code == 0 and "graded 3, kept 0" in forced.output, forced.output
 
 
 @pytest.mark.unit
@@ -230,13 +230,13 @@ def one_slot_full_marks(tmp_path: Path, sandbox: str, name: str, copies: int, *e
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_nothing_of_a_submission_survives_into_the_next(tmp_path, sandbox):
-    """leave_and_look.py, graded four times in the same warm sandbox, is rejected if it finds what
+    """leave_and_look.py, graded twice in the same warm sandbox, is rejected if it finds what
     an earlier grade left, and leaves it all behind itself (it is rejected if it could not). What
     only the zygote's reset removes: a daemon in its own session and a System V shared memory
     segment. The rest (files in its folder, an environment variable, module state) the design
     already keeps per grade: a new scratch folder, a fresh worker process."""
-    run = one_slot_full_marks(tmp_path, sandbox, "leave_and_look.py", copies=4)
-    assert "1 warm sandbox started" in run.output, "all four were graded in the same warm sandbox"
+    run = one_slot_full_marks(tmp_path, sandbox, "leave_and_look.py", copies=2)
+    assert "1 warm sandbox started" in run.output, "both were graded in the same warm sandbox"
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
