@@ -35,10 +35,10 @@ def _host_limits(limits):
     if os.environ.get(KERNEL_LAYER_ONLY) == "1":
         limits = dataclasses.replace(limits, audit=False)
     try:
-        call_s = float(os.environ.get(CALL_LIMIT, "nan"))
-    except ValueError:
-        call_s = float("nan")
-    if CALL_LIMIT_FLOOR_S <= call_s < limits.call_s:
+        call_s = float(os.environ[CALL_LIMIT])
+    except (KeyError, ValueError):
+        return limits
+    if CALL_LIMIT_FLOOR_S <= call_s < limits.call_s:  # NaN compares false: unchanged
         limits = dataclasses.replace(limits, call_s=call_s)
     return limits
 

@@ -6,6 +6,7 @@ is 0 there), a padding bug cannot change a real position under right padding, an
 """
 import pytest
 
+from tests.support.corpus import graded_in_corpus
 from tests.support.grading import EXAMPLES, SUBMISSIONS, Batched
 
 LAYERS, SHAPE, WORKED, MHA = "test_layers", "test_output_shape", "test_equal_scores", "test_matches_multihead"
@@ -88,9 +89,10 @@ def test_every_expectation_is_exercised():
 
 
 @pytest.mark.parametrize("path", BUGGY, ids=[p.name for p in BUGGY])
-def test_mistake_costs_only_the_points_it_affects(corpus_graded, grade_cached, path):
+def test_mistake_costs_only_the_points_it_affects(grade_cached, path):
     lose, keep = expectation(path.name)
-    graded = Batched(corpus_graded[f"buggy/{path.name}"]) if path.parent.name == "buggy" else grade_cached(path)
+    in_corpus = graded_in_corpus(path)
+    graded = Batched(in_corpus) if in_corpus else grade_cached(path)
     assert graded.result["status"] == "graded", graded.result.get("message")
     assert [g for g in lose if not graded.lost(g)] == [], "these groups should have lost points"
     assert [g for g in keep if not graded.full(g)] == [], "these groups should have kept full points"

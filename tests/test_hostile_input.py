@@ -101,7 +101,8 @@ def test_a_hostile_class_gives_each_entry_its_own_row_and_grades_the_rest(tmp_pa
     assert "nested more than" in reasons["deep"]
     assert "is a link" in reasons["eve.py"] and "is a link" in reasons["mallory.py"]
     assert "points outside your upload" in reasons["dave"]
-    assert sandbox != "local" or "to compile" in reasons["slow.py"]
+    if "slow.py" in expected:
+        assert "to compile" in reasons["slow.py"]
     assert "ValueError" in reasons["surrogate.py"]
     # Nothing of /etc/passwd, and no raw control text, in any file written or on the screen.
     written = {p: p.read_text() for p in run.out.rglob("*") if p.is_file() and p.name != ".lock"}

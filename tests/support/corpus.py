@@ -64,11 +64,13 @@ BUGGY_AND_UNKNOWN = Corpus("buggy-unknown", {f"{folder}/{path.name}": path for f
                                              for path in sorted((SUBMISSIONS / folder).glob("*.py"))})
 
 
-def graded_in_corpus(path: Path) -> dict:
+def graded_in_corpus(path: Path) -> dict | None:
     """The result a corpus above holds for this file of tests/submissions (correct/, buggy/ or
-    unknown/): what a test that compares another way of grading (the service, the queue) with
-    `grade batch` reads, instead of grading the file cold once more."""
+    unknown/), None for a file in no corpus: what a test that compares another way of grading (the
+    service, the queue, the Docker sandbox) with `grade batch` reads, instead of grading the file
+    cold once more."""
     if path.parent == SUBMISSIONS / "correct":
         return CORRECT.result(path.name)
-    return BUGGY_AND_UNKNOWN.result(f"{path.parent.name}/{path.name}")
-
+    if path.parent in (SUBMISSIONS / "buggy", SUBMISSIONS / "unknown"):
+        return BUGGY_AND_UNKNOWN.result(f"{path.parent.name}/{path.name}")
+    return None
