@@ -38,19 +38,21 @@ from sandbox.zygote_client import Zygote, zygote_command, zygote_env
 
 HARNESS_USER = "grader"
 JOB = "/work/job.json"
+WARM_UP = "/work/warmup.json"   # the exercise's warm-up sources, run before the zygote is forked
 SCRATCH = "/tmp"
 IMAGE_MARKER = "/etc/attention-grader-image"   # written by the Dockerfile
 
 
-def run_job(job: dict, wall_s: float, forked: Zygote | None = None, uid: int | None = None) -> RunResult:
+def run_job(job: dict, wall_s: float, forked: Zygote | None = None, uid: int | None = None,
+            warm: tuple[str, ...] = ()) -> RunResult:
     """Run the harness on `job` (its `submission` readable by both users): its report, or why none.
     `forked`: the student's zygote, forked from this process before it read the job (main()); the
     harness is then a fork of this process too, so that torch is imported once for both; `uid` is
-    the student's uid it runs as."""
+    the student's uid it runs as. `warm`: the warm-up sources a zygote started here runs first."""
     started = time.monotonic()
     uid = student_id() if uid is None else uid
     if forked is None:
-        parent, _ = start_student_zygote(uid)
+        parent, _ = start_student_zygote(uid, warm=warm or None)
     else:
         parent = forked.control
     job = {**job, "zygote": {"fd": parent.fileno()}, "scratch": SCRATCH}
@@ -152,7 +154,8 @@ class ImageSandbox:
             with open(script, "wb") as f:
                 f.write(job.source)
             os.chmod(script, 0o444)
-            return run_job(job.to_harness(script), job.limits.wall_s)
+            warmup = job.harness.entry.warmup
+            return run_job(job.to_harness(script), job.limits.wall_s, warm=(warmup,) if warmup else ())
         finally:
             remove_tree(work)  # however the student's code shaped it (sandbox.tidy)
 
@@ -161,11 +164,12 @@ def main() -> int:
     """The Docker backend's entry point: the job from /work, the report to stdout. Torch is
     imported once, here: the student's zygote is a fork of this process made before the job (its
     seed) is read, and the harness a fork made after."""
-    from sandbox.zygote import single_threaded_torch
+    from sandbox.zygote import single_threaded_torch, warm_up_from
     single_threaded_torch()
+    sources = warm_up_from(WARM_UP)
     uid = student_id()
     forked = Zygote.fork(as_uid=uid, cwd=SCRATCH, preload=True,
-                         fallback=lambda: Zygote(*start_student_zygote(uid), []))
+                         fallback=lambda: Zygote(*start_student_zygote(uid, warm=sources or None), []))
     with open(JOB) as f:
         job = json.load(f)
     wall_s = Limits.from_dict(job.get("limits", {})).wall_s   # the host always sends its limits

@@ -142,11 +142,12 @@ def container_options() -> dict:
 
 
 def _archive(job: Job) -> bytes:
-    """A tar of the submission, owned by root and readable by everyone, and the job, readable by
-    root only (the entry point reads it; it holds the grade's seed, which the student's user must
-    not read)."""
+    """A tar of the submission, owned by root and readable by everyone, the exercise's warm-up (the
+    entry point runs it before it forks the student's zygote), and the job, readable by root only
+    (the entry point reads it; it holds the grade's seed, which the student's user must not read)."""
     files = {SCRIPT_NAME: job.source,
-             "job.json": json.dumps(job.to_harness(f"/work/{SCRIPT_NAME}")).encode()}
+             "job.json": json.dumps(job.to_harness(f"/work/{SCRIPT_NAME}")).encode(),
+             "warmup.json": json.dumps([job.harness.entry.warmup] if job.harness.entry.warmup else []).encode()}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, data in files.items():

@@ -44,12 +44,16 @@ class LocalSandbox:
             job_file = os.path.join(scratch, "job.json")
             with open(job_file, "w") as out:  # the machine's temp folder stays hidden from the student
                 json.dump(job.to_harness(script, hidden=(tempfile.gettempdir(),)), out)
+            warm_file = os.path.join(scratch, "warmup.json")  # the exercise's, run before the zygote's fork
+            with open(warm_file, "w") as out:
+                json.dump([job.harness.entry.warmup] if job.harness.entry.warmup else [], out)
 
             def launch(write_fd: int) -> Launched:
                 # The grade's own temporary root: whatever the harness and the workers make goes there.
-                # Its zygote is a fork of it: an environment of what Python and torch need alone
+                # Its zygote is a fork of it, made after the exercise's warm-up: an environment of what
+                # Python and torch need alone
                 process = subprocess.Popen(
-                    [sys.executable, "-P", "-m", "sandbox.harness", job_file, str(write_fd), "--fork-zygote"],
+                    [sys.executable, "-P", "-m", "sandbox.harness", job_file, str(write_fd), "--fork-zygote", "--warm", warm_file],
                     pass_fds=[write_fd], cwd=scratch, stdin=subprocess.DEVNULL, env={**zygote_env(), "TMPDIR": scratch},
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
                 log = Tail(process.stderr)

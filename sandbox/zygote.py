@@ -127,6 +127,19 @@ def warm_up(sources) -> None:
             exec(compile(source, "<exercise warm-up>", "exec"), {"__name__": "__warm_up__"})  # noqa: S102
 
 
+def warm_up_from(path: str) -> tuple[str, ...]:
+    """Run the warm-up sources written to `path` (a JSON list; none where there is no such file) and
+    return them: a cold grade's harness or image entry point runs its exercise's warm-up before it
+    forks the student's zygote, as a warm server does, so that torch's lazy set-up is paid once for
+    the harness and every worker of that zygote (sent by the host beside the job, never in it)."""
+    if not os.path.exists(path):
+        return ()
+    with open(path) as f:
+        sources = tuple(str(source) for source in json.load(f))
+    warm_up(sources)
+    return sources
+
+
 def encode_sources(sources) -> str:
     """Warm-up sources as one command-line word."""
     import base64
