@@ -25,8 +25,11 @@ KERNEL_LAYER_ONLY = "ATTENTION_GRADER_KERNEL_LAYER_ONLY"
 # The host's limit on one call into the student's code, in seconds, below the exercise's own (its
 # operator's environment too): the project's tests of what a call that never returns meets (the
 # kill, the count of timed-out calls, the clean-up) wait 1 s per call where the exercise waits 4.
-# Only lowered: a value above the exercise's limit, or not a number, changes nothing.
+# Only lowered: a value above the exercise's limit, or not a number, changes nothing. The same for
+# the import of the submission (IMPORT_LIMIT): an import that never ends meets its kill and its
+# rejection at 2 s as at 20.
 CALL_LIMIT = "ATTENTION_GRADER_CALL_LIMIT_S"
+IMPORT_LIMIT = "ATTENTION_GRADER_IMPORT_LIMIT_S"
 CALL_LIMIT_FLOOR_S = 0.5
 
 
@@ -34,12 +37,13 @@ def _host_limits(limits):
     """The exercise's limits with the host's switches above applied."""
     if os.environ.get(KERNEL_LAYER_ONLY) == "1":
         limits = dataclasses.replace(limits, audit=False)
-    try:
-        call_s = float(os.environ[CALL_LIMIT])
-    except (KeyError, ValueError):
-        return limits
-    if CALL_LIMIT_FLOOR_S <= call_s < limits.call_s:  # NaN compares false: unchanged
-        limits = dataclasses.replace(limits, call_s=call_s)
+    for variable, name in ((CALL_LIMIT, "call_s"), (IMPORT_LIMIT, "import_s")):
+        try:
+            seconds = float(os.environ[variable])
+        except (KeyError, ValueError):
+            continue
+        if CALL_LIMIT_FLOOR_S <= seconds < getattr(limits, name):  # NaN compares false: unchanged
+            limits = dataclasses.replace(limits, **{name: seconds})
     return limits
 
 

@@ -1,6 +1,6 @@
 """Code that exits, hangs or floods its output still gets a result, within the time limit, and only
 the tests it broke fail. What this grade does not cover (attacks on the score) is the attack suite's."""
-from grader.grading import CALL_LIMIT
+from grader.grading import CALL_LIMIT, IMPORT_LIMIT
 from tests.support.grading import SUBMISSIONS, grade
 
 HOSTILE = SUBMISSIONS / "hostile"
@@ -40,10 +40,13 @@ def test_endless_loop_in_forward_times_out_within_the_limit():
 
 
 def test_endless_loop_at_import_is_rejected_within_the_limit():
-    graded = grade(HOSTILE / "loop_at_import.py", "--time-limit", "30")
+    """Graded with the host's import limit of 2 s (grader.grading.IMPORT_LIMIT): the kill and the
+    rejection are what a loop meets at the deployed 20 s (test_pure checks that value), in a tenth
+    of the time a core spins."""
+    graded = grade(HOSTILE / "loop_at_import.py", "--time-limit", "30", env={IMPORT_LIMIT: "2"})
     assert graded.seconds < 30
     assert graded.result["status"] == "rejected"
-    assert "did not finish within" in graded.result["message"]
+    assert "did not finish within 2 s" in graded.result["message"], graded.result["message"]
 
 
 def test_exit_at_import_is_rejected_with_the_line():

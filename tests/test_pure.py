@@ -268,6 +268,7 @@ def test_every_exception_the_project_defines_is_a_grader_error():
 @pytest.mark.parametrize("value,call_s", [("1", 1.0), ("0.5", 0.5), ("0.1", 4.0), ("9", 4.0), ("four", 4.0), ("nan", 4.0), (None, 4.0)])
 def test_the_hosts_call_limit_only_ever_lowers_the_exercises(monkeypatch, value, call_s):
     from grader import grading
+    monkeypatch.delenv(grading.IMPORT_LIMIT, raising=False)
     if value is None:
         monkeypatch.delenv(grading.CALL_LIMIT, raising=False)
     else:
@@ -276,3 +277,20 @@ def test_the_hosts_call_limit_only_ever_lowers_the_exercises(monkeypatch, value,
     assert limits.call_s == 4.0
     assert grading._host_limits(limits).call_s == call_s
     assert grading._host_limits(limits).wall_s == limits.wall_s
+    assert grading._host_limits(limits).import_s == limits.import_s
+
+
+@pytest.mark.parametrize("value,import_s", [("2", 2.0), ("0.1", 20.0), ("25", 20.0), ("nan", 20.0), (None, 20.0)])
+def test_the_hosts_import_limit_only_ever_lowers_the_exercises(monkeypatch, value, import_s):
+    """The deployed import limit is 20 s; the host may only lower it (test_grade_hostile's endless
+    import meets 2 s)."""
+    from grader import grading
+    monkeypatch.delenv(grading.CALL_LIMIT, raising=False)
+    if value is None:
+        monkeypatch.delenv(grading.IMPORT_LIMIT, raising=False)
+    else:
+        monkeypatch.setenv(grading.IMPORT_LIMIT, value)
+    limits = exercises.get(exercises.DEFAULT).limits
+    assert limits.import_s == 20.0
+    assert grading._host_limits(limits).import_s == import_s
+    assert grading._host_limits(limits).call_s == limits.call_s
