@@ -47,9 +47,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
     lane = config.getoption("lane")
     if lane is not None:
+        # The unit tier as the fast lane has it (its `slow` tests left out), and the lane's files
+        # whole (their slow tests in).
         files = set(lane.split(",")) - {"none", "+docker"}
-        kept = [i for i in items if i.get_closest_marker("unit") or i.nodeid.split("::")[0] in files
-                and ("+docker" in lane or i.get_closest_marker("docker") is None)]
+        kept = [i for i in items if i.nodeid.split("::")[0] in files
+                and ("+docker" in lane or i.get_closest_marker("docker") is None)
+                or i.get_closest_marker("unit") and not i.get_closest_marker("slow")]
         kept_ids = {id(i) for i in kept}
         config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept_ids])
         items[:] = kept
@@ -114,8 +117,9 @@ else:
 
 def pytest_addoption(parser):
     parser.addoption("--lane", metavar="FILES",
-                     help="the changed lane (tests/lanes.py): the unit tier and the tests of these test "
-                          "files (comma-separated), those marked docker only with +docker; the rest is deselected")
+                     help="the changed lane (tests/lanes.py): the unit tier (its slow tests left out) and "
+                          "the tests of these test files (comma-separated), those marked docker only with "
+                          "+docker; the rest is deselected")
     parser.addoption("--durations-file", metavar="PATH",
                      help="write each test's seconds (setup, call and teardown) to PATH as JSON, as "
                           "tests/durations.json keeps them for the scheduler")

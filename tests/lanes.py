@@ -2,11 +2,12 @@
 
 Most of the suite grades through a `grade` process, a sandbox or a server, where no coverage tool
 of the test's own process sees which module ran; so the lane reads an explicit map: for each part
-of the project, the test files that exercise it beyond the unit tier. The unit tier always runs
-(it takes seconds), a changed test file runs, and so does every test file that imports a changed
-module of tests/support. A change to something the map does not know (the build, the scripts)
-runs the whole suite, as does a change to the map itself. The tests marked `docker` run only when
-the change touches the Docker sandbox or its image (DOCKER); CI runs them all.
+of the project, the test files that exercise it beyond the unit tier. The fast lane's unit tests
+always run (seconds; a `slow` one only with its file), a changed test file runs, and so does every
+test file that imports a changed module of tests/support. A change to something the map does not
+know (the build, the scripts) runs the whole suite, as does a change to the map itself. The tests
+marked `docker` run only when the change touches the Docker sandbox or its image (DOCKER); CI runs
+them all.
 
     python -m tests.lanes [BASE]    prints the test files for the change against BASE (default:
                                     main; uncommitted changes count), comma-separated, for
