@@ -25,7 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 EXERCISE = ["test_grade_correct", "test_grade_buggy", "test_diagnosis", "test_trust", "test_fuzz",
             "test_head_exercise", "test_plugins"]
 SANDBOX = ["test_local_sandbox", "test_root_sandbox", "test_grade_hostile", "test_grade_rejected",
-           "test_hostile_input", "test_attacks", "test_cli_contract", "test_terminal", "test_encodings"]
+           "test_attacks", "test_cli_contract", "test_terminal"]
+# What a student's upload looks like before any sandbox (its bytes, its encoding, its name, a class
+# folder's entries, a platform's upload folder): read by grader/submission.py, loaded in the worker
+# by CPython's own import (sandbox/worker.py).
+INPUT = ["test_encodings", "test_hostile_input", "test_grade_rejected"]
 INSTRUCTOR = ["test_batch", "test_course", "test_classreport", "test_report_pages", "test_similarity",
               "test_platforms"]
 SERVICE = ["test_serve", "test_serve_page", "test_serve_operations", "test_serve_database", "test_serve_queue"]
@@ -36,10 +40,13 @@ MAP: list[tuple[str, list[str]]] = [
     ("exercise/*", EXERCISE),
     ("sandbox/docker*", ["test_docker"]),
     ("Dockerfile", ["test_docker"]),
+    ("sandbox/worker.py", SANDBOX + INPUT),
+    ("sandbox/source.py", SANDBOX + INPUT),
     ("sandbox/*", SANDBOX),
     ("grader/service/*", SERVICE + ["test_deploy"]),
     ("grader/queue/*", ["test_queue", "test_serve_queue"]),
-    ("grader/platforms.py", ["test_platforms"]),
+    ("grader/platforms.py", ["test_platforms", "test_hostile_input"]),
+    ("grader/submission.py", INPUT + ["test_cli_contract", "test_batch", "test_platforms"]),
     ("grader/pool.py", ["test_batch", "test_queue", "test_attacks"]),
     ("grader/cli.py", ["test_cli_contract", "test_terminal", "test_batch", "test_course"]),
     ("grader/render.py", ["test_cli_contract", "test_terminal", "test_grade_buggy"]),

@@ -294,3 +294,25 @@ def test_the_hosts_import_limit_only_ever_lowers_the_exercises(monkeypatch, valu
     assert limits.import_s == 20.0
     assert grading._host_limits(limits).import_s == import_s
     assert grading._host_limits(limits).call_s == limits.call_s
+
+
+@pytest.mark.parametrize("changed,runs,skips", [
+    (["sandbox/harness.py"], {"test_attacks", "test_local_sandbox", "test_root_sandbox", "test_grade_hostile"},
+     {"test_docker", "test_encodings", "test_serve"}),
+    (["sandbox/worker.py"], {"test_attacks", "test_encodings", "test_hostile_input"}, {"test_docker"}),
+    (["grader/submission.py"], {"test_encodings", "test_hostile_input", "test_grade_rejected", "test_batch"},
+     {"test_attacks"}),
+    (["sandbox/docker.py"], {"test_docker"}, {"test_attacks"}),
+    (["exercise/causal_self_attention/diagnosis.py"], {"test_diagnosis", "test_grade_buggy"}, {"test_attacks"}),
+    (["README.md", "bench/grade_time.py"], set(), {"test_attacks", "test_batch"}),
+])
+def test_the_changed_lane_runs_the_tests_of_what_changed(changed, runs, skips):
+    from tests.lanes import selection
+    chosen = set(selection(changed) or ())
+    assert runs <= chosen and not skips & chosen, sorted(chosen)
+
+
+@pytest.mark.parametrize("changed", [["tests/conftest.py"], ["tests/lanes.py"], ["scripts/test"], ["pyproject.toml"]])
+def test_a_change_the_lane_cannot_place_runs_everything(changed):
+    from tests.lanes import selection
+    assert selection(changed) is None
