@@ -53,7 +53,7 @@ from tests.support.as_user import NOBODY
 from tests.support.grading import KERNEL_LAYER, ROOT, SUBMISSIONS, grade, own_label
 from tests.support.batching import batch
 from tests.support.printable import raw_text
-from tests.support.corpus import Corpus
+from tests.support.corpus import Corpus, chunk_of
 from tests.support.shared import once
 
 ATTACKS = SUBMISSIONS / "attacks"
@@ -379,8 +379,7 @@ def warm_result(path: Path, sandbox: str, kernel: bool = False) -> tuple[dict, f
     seed = SEED["ATTENTION_GRADER_SEED_KEY"]
     args = tuple(exercise_args(path))
     same = warm_attacks(sandbox, args, kernel)
-    k = same.index(path) // WARM_CHUNK
-    chunk = same[k * WARM_CHUNK:(k + 1) * WARM_CHUNK]
+    k, chunk = chunk_of(same, same.index(path), WARM_CHUNK)
     layers = "-kernel" if kernel else ""
     made = once(f"attacks-warm-{sandbox}{layers}-{'-'.join(args) or 'default'}-{k}",
                 lambda: warm_batch(sandbox, args, chunk, seed, kernel=kernel))

@@ -21,6 +21,16 @@ from tests.support.shared import once, run_dir
 CHUNK = 24   # files per batch: about a minute of a warm batch's work on a quiet 2-core machine
 
 
+def chunk_of(items: list, i: int, size: int = CHUNK) -> tuple[int, list]:
+    """The chunk that holds items[i] (its number and its items), the list cut into chunks of about
+    `size`, as even as they come: 52 items make 2 chunks of 26, not 24, 24 and 4 (each batch
+    starts its slots, whatever it grades)."""
+    count = max(1, round(len(items) / size))
+    per = -(-len(items) // count)   # the ceiling
+    k = i // per
+    return k, items[k * per:(k + 1) * per]
+
+
 @dataclass(frozen=True)
 class Corpus:
     """`files`: the key a test asks by, and how to make the file (its text or its bytes, or a path
@@ -35,8 +45,8 @@ class Corpus:
         """The batch's result JSON for this file."""
         keys = sorted(self.files)
         assert key in self.files, f"{key} is not in the corpus {self.name}"
-        k = keys.index(key) // self.chunk
-        return once(f"corpus-{self.name}-{k}", lambda: self._grade(keys[k * self.chunk:(k + 1) * self.chunk]))[key]
+        k, chunk = chunk_of(keys, keys.index(key), self.chunk)
+        return once(f"corpus-{self.name}-{k}", lambda: self._grade(chunk))[key]
 
     __getitem__ = result   # corpus[key]: the same, as a mapping reads
 
