@@ -26,7 +26,7 @@ expected failure (xfail, strict), so the run shows it as such and never as passe
 A file with a `# call-limit: SECONDS` line, one whose calls never return (a loop, a recursion
 without end), is graded with the host's lower limit on one call (grader.grading.CALL_LIMIT): the
 kill, the count of timed-out calls and the clean-up are what it meets at 1 s as at 4, in a third
-of the time. The deployed limit has tests of its own (test_grade_hostile.py, test_docker.py).
+of the time. The deployed limit's value is checked by test_pure.py.
 An attack on the score is graded as a class is, in a warm `grade batch` with the other attacks
 of its chunk, and the batch is watched as a cold grade is (see warm_batch); so is its run with the
 kernel's layers alone, in a batch of those runs. An attack marked `# path: cold`, or graded by an
@@ -408,7 +408,7 @@ def warm_attacks(sandbox: str, args: tuple[str, ...], kernel: bool = False) -> l
 def call_limit(path: Path) -> dict[str, str]:
     """The host's lower limit on one call (grader.grading.CALL_LIMIT) for an attack whose calls never
     return ('# call-limit: SECONDS'): its grade waits that long per call instead of the exercise's 4 s.
-    The deployed limit is tested by tests/test_grade_hostile.py and test_docker.py's limits."""
+    The deployed limit's value is checked by tests/test_pure.py."""
     named = re.search(r"^# call-limit: ([0-9.]+)\b", path.read_text(), re.M)
     return {CALL_LIMIT: named.group(1)} if named else {}
 

@@ -98,7 +98,7 @@ def test_limits_hold_and_say_which_limit_was_hit(tmp_path, name, code, says):
     path.write_text(in_forward(code))
     # The container's limits themselves: the audit layer would refuse the fork bomb's first fork.
     # The loop meets the host's call limit of 1 s (grader.grading.CALL_LIMIT): the exercise's 4 s is
-    # the same number in both sandboxes, waited out by test_grade_hostile's loop in forward.
+    # the same number in both sandboxes, the host's to send (test_pure checks it).
     env = {**KERNEL_LAYER, **({CALL_LIMIT: "1"} if name == "endless_loop" else {})}
     graded = grade(path, "--sandbox", "docker", "--time-limit", "60", env=env)
     assert graded.exit_code == 0, graded.terminal

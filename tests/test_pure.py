@@ -267,6 +267,8 @@ def test_every_exception_the_project_defines_is_a_grader_error():
 
 @pytest.mark.parametrize("value,call_s", [("1", 1.0), ("0.5", 0.5), ("0.1", 4.0), ("9", 4.0), ("four", 4.0), ("nan", 4.0), (None, 4.0)])
 def test_the_hosts_call_limit_only_ever_lowers_the_exercises(monkeypatch, value, call_s):
+    """The deployed limit on one call is 4 s; the host may only lower it (the tests of a call that
+    never returns meet 1 s: test_grade_hostile, test_docker, the attacks marked `# call-limit`)."""
     from grader import grading
     monkeypatch.delenv(grading.IMPORT_LIMIT, raising=False)
     if value is None:
