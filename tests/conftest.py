@@ -198,6 +198,11 @@ def _report_timing(terminalreporter, config) -> None:
     if now and timing["cpu"] and now[1] > timing["cpu"][1]:
         write(f"the machine's CPUs were busy {(now[0] - timing['cpu'][0]) / (now[1] - timing['cpu'][1]):.0%} "
               f"of the run ({os.cpu_count()} cores; anything else running counts too)")
+    from tests.support.shared import tallied
+    started = tallied()
+    if started:
+        write("processes the tests started through tests/support (count, seconds of wall time summed): "
+              + "; ".join(f"{kind} {n} ({s:.0f} s)" for kind, (n, s) in sorted(started.items())))
     write("the 15 slowest files (seconds of setup, call and teardown, summed over their tests):")
     for name, seconds in sorted(files.items(), key=lambda kv: -kv[1])[:15]:
         write(f"  {seconds:8.1f}  {name}")

@@ -8,10 +8,13 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.shared import tally
 
 SANDBOXES = [pytest.param("local", id="local"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
 
@@ -40,8 +43,11 @@ ENV = {**os.environ, "COLUMNS": "120", "TMPDIR": str(OWN_TMP)}
 
 
 def batch(folder: Path, out: Path, *extra: str, timeout: float = 600, env: dict | None = None) -> BatchRun:
+    started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(folder), "--out", str(out), *extra],
                           capture_output=True, text=True, timeout=timeout, env={**ENV, **(env or {})})
+    tally("grade batch" + (" --queue" if "--queue" in extra else " --cold" if "--cold" in extra else ""),
+          time.monotonic() - started)
     return BatchRun(proc.returncode, proc.stdout + proc.stderr, out)
 
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.shared import once
+from tests.support.shared import once, tally
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -69,6 +69,7 @@ def grade(path: Path, *extra: str, timeout: float = 240, env: dict | None = None
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **env} if env else None)
     result = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else None
+    tally("grade FILE" + (" --sandbox docker" if "docker" in extra else ""), time.monotonic() - started)
     return Graded(proc.returncode, result, proc.stderr, time.monotonic() - started)
 
 

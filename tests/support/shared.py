@@ -52,3 +52,36 @@ def once(name: str, make: Callable[[], Any]) -> Any:
     if "error" in stored:
         raise MadeElsewhereFailed(f"{name} could not be made in this run:\n{stored['error']}")
     return stored["value"]
+
+
+TALLY = "tally.jsonl"
+
+
+def tally(kind: str, seconds: float) -> None:
+    """Count one process of this kind the tests started (a cold `grade FILE`, a `grade batch`) and
+    its seconds, in the run's folder: the run's summary prints the counts (conftest.py), so that a
+    run's cost can be read by what it starts, not only by test. One line appended per call: whole,
+    whichever worker writes."""
+    line = (json.dumps({"kind": kind, "seconds": round(seconds, 3)}) + "\n").encode()
+    fd = os.open(run_dir() / TALLY, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def tallied() -> dict[str, tuple[int, float]]:
+    """What tally() counted in this run: by kind, (count, seconds)."""
+    counts: dict[str, tuple[int, float]] = {}
+    try:
+        lines = (run_dir() / TALLY).read_text().splitlines()
+    except OSError:
+        return counts
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        n, s = counts.get(entry["kind"], (0, 0.0))
+        counts[entry["kind"]] = (n + 1, s + float(entry["seconds"]))
+    return counts
