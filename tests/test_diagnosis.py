@@ -374,3 +374,28 @@ def test_the_device_stand_in_checks_every_operation_as_a_gpu_does():
     with _one_device():
         assert (scores / torch.tensor(2.0)).device.type == "meta"
         assert scores.masked_fill(cpu_mask.to("meta"), 0.0).shape == (2, 4, 4)
+
+
+@pytest.mark.unit
+def test_a_mask_that_leaks_too_little_to_see_is_named_with_its_fitted_fill():
+    """log(mask.clamp(1e-9)) added to the scores keeps a blocked key at a weight of e^-20.7: the
+    output is off by about 1e-7, right by MATCH and wrong by the tests. The fitted fill accounts
+    for that difference and is named with its value; noise of the same size is not explained."""
+    import torch
+
+    from exercise.causal_self_attention import diagnosis, mistakes, reference
+    leak = ("mask_fill_not_neg_inf", "additive")
+    shapes = diagnosis.PROBE_SHAPES[:2]
+    observed = _observed(lambda w, h, p: mistakes.attention(w, h, p.x, p.mask, (leak,),
+                                                             value=torch.tensor(-20.7233, dtype=torch.float64)),
+                         shapes, dtypes=("float64",))
+    assert not [o for o in observed if o.wrong], "MATCH calls the leaking outputs right"
+    slightly = [o for o in observed if o.wrong_for_the_tests]
+    assert slightly, "the tests call them wrong"
+    combo, values = diagnosis._explain_small(slightly)
+    assert combo == (leak,) and all(abs(v + 20.7233) < 0.01 for v in values.values()), values
+    assert "accounts for that difference" in diagnosis._match_evidence(combo, values, slightly, observed, small=True)
+    g = torch.Generator().manual_seed(3)
+    noisy = _observed(lambda w, h, p: reference.attention(w, h, p.x, p.mask)
+                      + 1e-7 * torch.randn(p.x.shape, generator=g, dtype=torch.float64), shapes, dtypes=("float64",))
+    assert diagnosis._explain_small([o for o in noisy if o.wrong_for_the_tests]) is None
