@@ -362,14 +362,8 @@ def _explain(wrong: list[Observed]):
     for rows in (False, True):
         found: list[tuple[tuple[mistakes.Mistake, ...], dict]] = [((m,), {}) for m in mistakes.SINGLES if all(_matches(o, (m,), rows=rows) for o in wrong)]
         for mistake, grid in mistakes.FITTED + [(m, ()) for m in mistakes.BUFFERS]:
-            values = {}
-            for o in wrong:
-                key = _key(o, mistake)
-                if key not in values:
-                    values[key] = _fit(o, mistake, grid)
-                if values[key] is None or not _matches(o, (mistake,), values[key], rows=rows):
-                    break
-            else:
+            values = _fitted_on_all(wrong, mistake, grid, lambda o, m, value, rows=rows: _matches(o, (m,), value, rows=rows))
+            if values is not None:
                 found.append(((mistake,), values))
         if not found:
             found = [(combo, {}) for combo in mistakes.PAIRS if all(_matches(o, combo, rows=rows) for o in wrong)]
@@ -392,21 +386,30 @@ def _explain_small(slightly: list[Observed]):
     MATCH finds it right: the model's own difference from the output at most EXPLAINS of the
     output's difference from the reference, everywhere. (combo, fitted values), or None when none
     does, or when mistakes of more than one kind do (as _explain names one only when it alone fits)."""
+    def explains(o: Observed, mistake, value: float) -> bool:
+        model = _model(o, (mistake,), torch.tensor(value, dtype=torch.float64))
+        return _gap(model, o.out.double()) <= EXPLAINS * _gap(o.out, o.correct.double())
     found = []
+    ordered = sorted(slightly, key=lambda o: o.out.numel())
     for mistake, grid in SMALL_LEAKS:
-        values: dict = {}
-        for o in sorted(slightly, key=lambda o: o.out.numel()):
-            key = _key(o, mistake)
-            if key not in values:
-                values[key] = _fit(o, mistake, grid)
-            if values[key] is None:
-                break
-            model = _model(o, (mistake,), torch.tensor(values[key], dtype=torch.float64))
-            if not _gap(model, o.out.double()) <= EXPLAINS * _gap(o.out, o.correct.double()):
-                break
-        else:
+        values = _fitted_on_all(ordered, mistake, grid, explains)
+        if values is not None:
             found.append(((mistake,), values))
     return found[0] if len({frozenset(bug_id for bug_id, _ in combo) for combo, _ in found}) == 1 else None
+
+
+def _fitted_on_all(observed: list[Observed], mistake, grid, holds) -> dict | None:
+    """The mistake's free value fitted once per _key (on the first observation of that key), when
+    `holds(o, mistake, value)` on every observation in turn; None at the first that has no value or
+    where it does not hold."""
+    values: dict = {}
+    for o in observed:
+        key = _key(o, mistake)
+        if key not in values:
+            values[key] = _fit(o, mistake, grid)
+        if values[key] is None or not holds(o, mistake, values[key]):
+            return None
+    return values
 
 
 def _key(o: Observed, mistake) -> tuple:
