@@ -30,7 +30,7 @@ KERNEL_LAYER_ONLY = "ATTENTION_GRADER_KERNEL_LAYER_ONLY"
 # rejection at 2 s as at 20.
 CALL_LIMIT = "ATTENTION_GRADER_CALL_LIMIT_S"
 IMPORT_LIMIT = "ATTENTION_GRADER_IMPORT_LIMIT_S"
-CALL_LIMIT_FLOOR_S = 0.5
+HOST_LIMIT_FLOOR_S = 0.5
 
 
 def _host_limits(limits):
@@ -42,7 +42,7 @@ def _host_limits(limits):
             seconds = float(os.environ[variable])
         except (KeyError, ValueError):
             continue
-        if CALL_LIMIT_FLOOR_S <= seconds < getattr(limits, name):  # NaN compares false: unchanged
+        if HOST_LIMIT_FLOOR_S <= seconds < getattr(limits, name):  # NaN compares false: unchanged
             limits = dataclasses.replace(limits, **{name: seconds})
     return limits
 

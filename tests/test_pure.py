@@ -4,6 +4,7 @@ grade. Each test here is of what an instructor or a platform sees when the modul
 number, a penalty, a cell a spreadsheet would run, a regrade that is not reproduced."""
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 from pathlib import Path
@@ -265,37 +266,28 @@ def test_every_exception_the_project_defines_is_a_grader_error():
     assert outside == []
 
 
-@pytest.mark.parametrize("value,call_s", [("1", 1.0), ("0.5", 0.5), ("0.1", 4.0), ("9", 4.0), ("four", 4.0), ("nan", 4.0), (None, 4.0)])
-def test_the_hosts_call_limit_only_ever_lowers_the_exercises(monkeypatch, value, call_s):
-    """The deployed limit on one call is 4 s; the host may only lower it (the tests of a call that
-    never returns meet 1 s: test_grade_hostile, test_docker, the attacks marked `# call-limit`)."""
-    from grader import grading
-    monkeypatch.delenv(grading.IMPORT_LIMIT, raising=False)
-    if value is None:
-        monkeypatch.delenv(grading.CALL_LIMIT, raising=False)
-    else:
-        monkeypatch.setenv(grading.CALL_LIMIT, value)
-    limits = exercises.get(exercises.DEFAULT).limits
-    assert limits.call_s == 4.0
-    assert grading._host_limits(limits).call_s == call_s
-    assert grading._host_limits(limits).wall_s == limits.wall_s
-    assert grading._host_limits(limits).import_s == limits.import_s
+# (the host's variable, the Limits field it lowers, the deployed value, a value to set, the result)
+HOST_LIMITS = [("CALL_LIMIT", "call_s", 4.0, v, got) for v, got in
+               [("1", 1.0), ("0.5", 0.5), ("0.1", 4.0), ("9", 4.0), ("four", 4.0), ("nan", 4.0), (None, 4.0)]] + \
+              [("IMPORT_LIMIT", "import_s", 20.0, v, got) for v, got in
+               [("2", 2.0), ("0.1", 20.0), ("25", 20.0), ("nan", 20.0), (None, 20.0)]]
 
 
-@pytest.mark.parametrize("value,import_s", [("2", 2.0), ("0.1", 20.0), ("25", 20.0), ("nan", 20.0), (None, 20.0)])
-def test_the_hosts_import_limit_only_ever_lowers_the_exercises(monkeypatch, value, import_s):
-    """The deployed import limit is 20 s; the host may only lower it (test_grade_hostile's endless
-    import meets 2 s)."""
+@pytest.mark.parametrize("variable,field,deployed,value,limit", HOST_LIMITS)
+def test_the_hosts_limits_only_ever_lower_the_exercises(monkeypatch, variable, field, deployed, value, limit):
+    """The deployed limits are 4 s a call and 20 s for the import; the host may only lower them
+    (the tests of a call or an import that never returns meet 1 s and 2 s: test_grade_hostile,
+    test_docker, the attacks marked `# call-limit`). Each switch leaves the other limits alone."""
     from grader import grading
-    monkeypatch.delenv(grading.CALL_LIMIT, raising=False)
-    if value is None:
-        monkeypatch.delenv(grading.IMPORT_LIMIT, raising=False)
-    else:
-        monkeypatch.setenv(grading.IMPORT_LIMIT, value)
+    for name in ("CALL_LIMIT", "IMPORT_LIMIT"):
+        monkeypatch.delenv(getattr(grading, name), raising=False)
+    if value is not None:
+        monkeypatch.setenv(getattr(grading, variable), value)
     limits = exercises.get(exercises.DEFAULT).limits
-    assert limits.import_s == 20.0
-    assert grading._host_limits(limits).import_s == import_s
-    assert grading._host_limits(limits).call_s == limits.call_s
+    assert getattr(limits, field) == deployed
+    lowered = grading._host_limits(limits)
+    assert getattr(lowered, field) == limit
+    assert dataclasses.replace(lowered, **{field: deployed}) == limits
 
 
 @pytest.mark.parametrize("changed,runs,skips", [
