@@ -24,6 +24,12 @@ class Job:
     def limits(self) -> Limits:
         return self.harness.limits
 
+    @property
+    def warm_ups(self) -> tuple[str, ...]:
+        """The exercise's warm-up sources (Entry.warmup), none where it has none: a cold grade runs
+        them before it forks the student's zygote (sandbox.zygote.warm_up_from)."""
+        return (self.harness.entry.warmup,) if self.harness.entry.warmup else ()
+
     def to_harness(self, submission_path: str, **placed) -> dict:
         """The harness's job, for the submission where the launcher put it, as JSON-ready data."""
         return self.harness.at(submission_path, **placed).to_dict()

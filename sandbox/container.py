@@ -154,8 +154,7 @@ class ImageSandbox:
             with open(script, "wb") as f:
                 f.write(job.source)
             os.chmod(script, 0o444)
-            warmup = job.harness.entry.warmup
-            return run_job(job.to_harness(script), job.limits.wall_s, warm=(warmup,) if warmup else ())
+            return run_job(job.to_harness(script), job.limits.wall_s, warm=job.warm_ups)
         finally:
             remove_tree(work)  # however the student's code shaped it (sandbox.tidy)
 

@@ -147,7 +147,7 @@ def _archive(job: Job) -> bytes:
     (the entry point reads it; it holds the grade's seed, which the student's user must not read)."""
     files = {SCRIPT_NAME: job.source,
              "job.json": json.dumps(job.to_harness(f"/work/{SCRIPT_NAME}")).encode(),
-             "warmup.json": json.dumps([job.harness.entry.warmup] if job.harness.entry.warmup else []).encode()}
+             "warmup.json": json.dumps(job.warm_ups).encode()}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, data in files.items():

@@ -46,7 +46,7 @@ class LocalSandbox:
                 json.dump(job.to_harness(script, hidden=(tempfile.gettempdir(),)), out)
             warm_file = os.path.join(scratch, "warmup.json")  # the exercise's, run before the zygote's fork
             with open(warm_file, "w") as out:
-                json.dump([job.harness.entry.warmup] if job.harness.entry.warmup else [], out)
+                json.dump(job.warm_ups, out)
 
             def launch(write_fd: int) -> Launched:
                 # The grade's own temporary root: whatever the harness and the workers make goes there.
