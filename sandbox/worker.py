@@ -148,8 +148,8 @@ class Worker:
         if self.spec.kind != CLASS:
             return {"handle": 0, "children": {}, "params": {}, "n_params": 0}
         # The CPU's generator alone, as torch.manual_seed seeds it: that also queues a seeding of
-        # every accelerator torch knows (CUDA, XPU) with a formatted stack each time, a third of
-        # the worker's CPU in a warm batch, for devices a worker never uses.
+        # every accelerator torch knows (CUDA, XPU) with a formatted stack each time, for devices
+        # a worker never uses (about 3% of a warm batch's CPU).
         torch.random.default_generator.manual_seed(int(request.get("seed", 0)))
         module = self.entry(*request["args"])
         base = _resolve(self.spec.base) if self.spec.base else None
