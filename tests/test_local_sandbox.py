@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from grader.grading import CALL_LIMIT
 from tests.support.grading import KERNEL_LAYER, SUBMISSIONS, grade
 
 CORRECT = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
@@ -205,30 +206,38 @@ def test_a_call_past_its_limit_waits_only_while_the_machine_keeps_the_worker_fro
 
 
 def test_a_correct_call_slowed_by_a_busy_machine_keeps_its_points(tmp_path):
-    """A correct layer whose first long call needs 1.2 s of CPU (a chunked loop, say), graded while
-    eight other processes keep both cores busy: the call takes longer than its 4 s limit in wall
-    time, because the worker waits for a CPU, and still counts (a busy machine never costs a correct
-    file a point). The processes are this test's own and end with it."""
+    """A correct layer whose first long call needs 0.4 s of CPU (a chunked loop, say), graded with
+    the host's call limit at 1 s on one core that four other processes keep busy: the call takes
+    longer than its limit in wall time, because the worker waits for the CPU, and still counts (a
+    busy machine never costs a correct file a point). The grade and the processes are pinned to
+    one core, which they share five ways, and leave the machine's other cores to other work (eight
+    loops on every core did the same at four times the CPU). The processes are this test's own
+    and end with it."""
     path = tmp_path / "slow_long_calls.py"
     path.write_text(CORRECT.replace("def forward(self, x, key_padding_mask=None):",
                                     "def forward(self, x, key_padding_mask=None):\n"
                                     "        if x.shape[1] >= 300 and not _spun:\n"
                                     "            _spun.append(1)\n"
                                     "            _t = _time.process_time()\n"
-                                    "            while _time.process_time() - _t < 1.2:\n"
+                                    "            while _time.process_time() - _t < 0.4:\n"
                                     "                pass\n")
                     + "\nimport time as _time\n_spun = []\n")
-    # Each in a session of its own, as a machine's other jobs are: the kernel shares the CPUs
-    # between sessions (autogroups) before processes, so eight loops in one would barely slow the
-    # grade. Measured: the same grade under these eight scored 10 with a limit in wall time alone.
-    hogs = [subprocess.Popen([sys.executable, "-c", "import time\nend = time.monotonic() + 120\n"
-                              "while time.monotonic() < end:\n    pass"], start_new_session=True) for _ in range(8)]
+    # Each in a session of its own, as a machine's other jobs are: the kernel shares a CPU between
+    # sessions (autogroups) before processes, so loops in one session would barely slow the grade.
+    # The grade and the loops inherit this process's CPU, set for as long as they start.
+    cores = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cores)})
     try:
-        graded = grade(path, "--time-limit", "120")
+        hogs = [subprocess.Popen([sys.executable, "-c", "import time\nend = time.monotonic() + 120\n"
+                                  "while time.monotonic() < end:\n    pass"], start_new_session=True) for _ in range(4)]
+        try:
+            graded = grade(path, "--time-limit", "120", env={CALL_LIMIT: "1"})
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
     finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+        os.sched_setaffinity(0, cores)
     result = graded.result
     assert result["status"] == "graded", graded.terminal
     slow = [t for t in result["tests"] if "did not finish within" in t["feedback"]]
