@@ -8,6 +8,7 @@ for in the submission comes from the exercise's Entry (sandbox.contract).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.util
 import inspect
@@ -200,13 +201,13 @@ class Worker:
         """Move the instance and the arguments to a device (e.g. 'meta') and call it there; with
         `one_device`, every torch operation the call makes checks that its tensors share one device,
         as a GPU's kernels do (the meta device's own kernels do not all check it)."""
-        import contextlib
         target = self._module(request)
-        if hasattr(target, "to") and self.spec.kind == CLASS:
-            target = target.to(request["device"])
-        args = [a.to(request["device"]) if hasattr(a, "to") else a for a in request["args"]]
-        with _one_device() if request.get("one_device") else contextlib.nullcontext():
-            out = target(*args)
+        with dynamo_stand_in():
+            if hasattr(target, "to") and self.spec.kind == CLASS:
+                target = target.to(request["device"])
+            args = [a.to(request["device"]) if hasattr(a, "to") else a for a in request["args"]]
+            with _one_device() if request.get("one_device") else contextlib.nullcontext():
+                out = target(*args)
         out = self._output(out)
         return {"shape": list((out[0] if isinstance(out, list) else out).shape)}
 
@@ -268,6 +269,43 @@ class Worker:
 # index with indices on the CPU. fairseq moves a cached mask with .to(tensor), the Annotated
 # Transformer with type_as: device-safe code that the advice must not name.
 _ACROSS_DEVICES = frozenset({"to", "type_as", "copy_", "view_as", "reshape_as", "expand_as", "__getitem__"})
+
+
+@contextlib.contextmanager
+def dynamo_stand_in():
+    """A context in which torch._dynamo is a stand-in that leaves a function as it is: the Python
+    kernels of the meta device (and others of torch's own) ask torch._dynamo, on their first call,
+    to keep its compiler off them, and that import alone is half a second of CPU, the sixth of a
+    cold grade, for a compiler no grade runs. Anything else asked of the stand-in gets the real
+    module, imported then; torch._dynamo imported before is used as it is. After the context, the
+    functions that asked keep their answer (themselves) and torch._dynamo is imported as usual."""
+    import torch
+    if "torch._dynamo" in sys.modules:
+        yield
+        return
+    stand_in = types.ModuleType("torch._dynamo", "stand-in for the device probe (sandbox.worker.dynamo_stand_in)")
+
+    def disable(fn=None, recursive=True, **_):
+        return fn if fn is not None else (lambda f: f)
+
+    def leave():
+        if sys.modules.get("torch._dynamo") is stand_in:
+            del sys.modules["torch._dynamo"]
+        if torch.__dict__.get("_dynamo") is stand_in:
+            del torch._dynamo
+
+    def real(name: str):
+        leave()
+        return getattr(importlib.import_module("torch._dynamo"), name)
+
+    stand_in.disable = disable
+    stand_in.__getattr__ = real
+    sys.modules["torch._dynamo"] = stand_in
+    torch._dynamo = stand_in
+    try:
+        yield
+    finally:
+        leave()
 
 
 def _one_device():

@@ -122,7 +122,7 @@ def warm_up(sources) -> None:
     it was."""
     import torch
     single_threaded_torch()
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), worker.dynamo_stand_in():
         for source in sources:
             exec(compile(source, "<exercise warm-up>", "exec"), {"__name__": "__warm_up__"})  # noqa: S102
 

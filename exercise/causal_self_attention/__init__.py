@@ -12,7 +12,6 @@ from sandbox.limits import Limits
 # meta-device op, in float32 and float64.
 WARMUP = """
 import torch
-import torch._dynamo
 import torch.nn.functional as F
 for dtype in (torch.float32, torch.float64):
     x = torch.randn(2, 5, 8, dtype=dtype, requires_grad=True)
@@ -51,8 +50,6 @@ EXERCISE = Exercise(
         "CausalSelfAttention", ("dim", "n_heads"), Method("forward", ("x", "key_padding_mask"), required=1),
         # nn.MultiheadAttention, every relative of it; SDPA stays allowed
         refuse=MULTI_HEAD,
-        # the meta-device probe (test_07_advice.py) needs it; 0.8 s, so load it early
-        preload=("torch._dynamo",),
         warmup=WARMUP,
         # the diagnosis runs some probes with PyTorch's reference attention kernel forced, and tells
         # what made a forward raise by running it again without autograd, or with views of any layout
