@@ -139,6 +139,41 @@ sys.exit("the forked child hung")
     assert proc.returncode == 0, proc.stderr
 
 
+def test_the_device_probe_and_the_warm_up_run_without_importing_torchs_compiler():
+    """The meta device's Python kernels ask torch._dynamo to keep its compiler off them; the warm-up
+    and the worker's device call give them a stand-in instead of importing it (half a second of CPU
+    in every cold grade). Under it a layer on the meta device still runs, a CPU tensor mixed in
+    still raises what a GPU raises, anything else asked of torch._dynamo gets the real module, and
+    afterwards torch._dynamo imports as usual."""
+    script = """
+import sys
+import exercise
+from sandbox.zygote import warm_up
+from sandbox.worker import _one_device, dynamo_stand_in
+warm_up([ex.entry.warmup for ex in exercise.all_exercises().values()])
+import torch
+assert "torch._dynamo" not in sys.modules, "the warm-up imported torch._dynamo"
+x = torch.empty(2, 5, 8, device="meta")
+with dynamo_stand_in():
+    layer = torch.nn.Linear(8, 8).to("meta")
+    with _one_device():
+        out = layer(x)
+        q = out.view(2, 1, 5, 8)
+        assert torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True).shape == (2, 1, 5, 8)
+        try:
+            (x @ x.transpose(1, 2)).masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+            sys.exit("a CPU mask went through on the meta device")
+        except RuntimeError as err:
+            assert "at least two devices" in str(err), err
+assert "torch._dynamo" not in sys.modules, "the device probe imported torch._dynamo"
+with dynamo_stand_in():
+    assert callable(torch._dynamo.is_compiling)   # not the stand-in's: the real module, imported now
+assert type(sys.modules["torch._dynamo"].disable).__name__ == "function" and hasattr(sys.modules["torch._dynamo"], "config")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 def test_a_worker_whose_own_set_up_fails_is_the_graders_failure_not_the_students(tmp_path):
     """The worker fails before it imports the submission (here: its scratch folder is gone, as when
     the sandbox's own files are unreachable): that is status error, a grader failure to retry, and
