@@ -6,8 +6,8 @@ of the project, the test files that exercise it beyond the unit tier. The fast l
 always run (seconds; a `slow` one only with its file), a changed test file runs, and so does every
 test file that imports a changed module of tests/support. A change to something the map does not
 know (the build, the scripts) runs the whole suite, as does a change to the map itself. The tests
-marked `docker` run only when the change touches the Docker sandbox or its image (DOCKER); CI runs
-them all.
+marked `docker` run only when the change touches the Docker sandbox, its image or the deployment
+(DOCKER), and scripts/test sets up Docker and builds the images only then; CI runs them all.
 
     python -m tests.lanes [BASE]    prints the test files for the change against BASE (default:
                                     main; uncommitted changes count), comma-separated, for
@@ -64,7 +64,7 @@ MAP: list[tuple[str, list[str]]] = [
 ]
 
 
-DOCKER = ("sandbox/docker*", "Dockerfile", "tests/test_docker.py")
+DOCKER = ("sandbox/docker*", "Dockerfile", "tests/test_docker.py", "deploy/*", "tests/test_deploy.py")
 
 
 def changed(base: str) -> list[str]:

@@ -18,6 +18,8 @@ from tests.support.grading import SUBMISSIONS
 from tests.support.queueing import free_port
 from tests.support.serving import new_token
 
+pytestmark = pytest.mark.docker   # the stack's containers: the grader image and grader-services
+
 ROOT = Path(__file__).resolve().parent.parent
 STACK = ROOT / "deploy" / "stack.py"
 

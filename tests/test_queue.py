@@ -477,6 +477,7 @@ def test_a_worker_or_queued_batch_without_a_secret_or_with_a_short_lease_does_no
     assert redis.Redis.from_url(url).dbsize() == 0  # none of them sent or took anything
 
 
+@pytest.mark.docker
 def test_a_docker_worker_refuses_a_local_task_and_no_warm_container_outlives_it(tmp_path, workers, redis_server):
     import docker
 
