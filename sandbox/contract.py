@@ -37,11 +37,10 @@ class Entry(Record):
     function (called with `args`). A call returns `returns` tensors: one tensor, or a tuple of
     them. The rest is for the sandbox: what of the installed libraries does the exercise for the
     student and is refused in the worker (`refuse`: dotted paths of functions, classes, modules or
-    native operators; sandbox.audit, which also refuses what no honest solution needs),
-    modules a worker imports in the background once it is ready (`preload`), Python source that a
-    warm sandbox runs once on one thread so that every process forked from it finds torch's lazy
-    set-up done for the exercise's kind of op (`warmup`), and named contexts a call may ask to
-    run inside (`contexts`: name -> an expression evaluated in the worker)."""
+    native operators; sandbox.audit, which also refuses what no honest solution needs), Python
+    source that a warm sandbox runs once on one thread so that every process forked from it finds
+    torch's lazy set-up done for the exercise's kind of op (`warmup`), and named contexts a call
+    may ask to run inside (`contexts`: name -> an expression evaluated in the worker)."""
     kind: str
     name: str
     args: tuple[str, ...] = ()
@@ -50,7 +49,6 @@ class Entry(Record):
     base: str = ""
     returns: int = 1
     refuse: tuple[str, ...] = ()
-    preload: tuple[str, ...] = ()
     warmup: str = ""
     contexts: tuple[tuple[str, str], ...] = ()
 

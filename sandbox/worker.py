@@ -275,8 +275,8 @@ _ACROSS_DEVICES = frozenset({"to", "type_as", "copy_", "view_as", "reshape_as", 
 def dynamo_stand_in():
     """A context in which torch._dynamo is a stand-in that leaves a function as it is: the Python
     kernels of the meta device (and others of torch's own) ask torch._dynamo, on their first call,
-    to keep its compiler off them, and that import alone is half a second of CPU, the sixth of a
-    cold grade, for a compiler no grade runs. Anything else asked of the stand-in gets the real
+    to keep its compiler off them, and that import alone is half a second of CPU, a fifth of a
+    cold grade's, for a compiler no grade runs. Anything else asked of the stand-in gets the real
     module, imported then; torch._dynamo imported before is used as it is. After the context, the
     functions that asked keep their answer (themselves) and torch._dynamo is imported as usual."""
     import torch
@@ -373,25 +373,6 @@ def _definition_line(obj, method: str | None) -> int | None:
         return None
 
 
-def _preload_in_background(names) -> None:
-    """Import these modules in a background thread while the harness starts its tests: measured
-    to save most of the 0.8 s that torch spends importing torch._dynamo on its first meta-device
-    op, which the exercise's last probe needs."""
-    import threading
-
-    def load():
-        for name in names:
-            try:
-                importlib.import_module(name)
-            except Exception:  # only an optimisation
-                pass
-    if names:
-        try:
-            threading.Thread(target=load, daemon=True).start()
-        except RuntimeError:  # no thread to be had (the process limit): the first probe imports them
-            pass
-
-
 def serve(req_fd: int, resp_fd: int, path: str, spec: Entry, *, tally_fd: int | None = None,
           audit: bool = True) -> None:
     """Import the submission, say whether it is usable, then answer requests until EOF."""
@@ -404,7 +385,6 @@ def serve(req_fd: int, resp_fd: int, path: str, spec: Entry, *, tally_fd: int | 
     send(resp_fd, {"event": "ready", **ready})  # the notes went out before the import (zygote)
     if not ready["ok"]:
         return
-    _preload_in_background(spec.preload)
     while True:
         try:
             request = recv(req_fd)
