@@ -15,16 +15,18 @@ import docker
 import pytest
 
 from grader.grading import CALL_LIMIT
-from tests.support.corpus import graded_in_corpus
+from tests.support.corpus import LOCAL_CORPORA, graded_in_corpus, in_docker
 from tests.support.grading import EXAMPLES, KERNEL_LAYER, OWNER, SUBMISSIONS, grade, own_label
 
 pytestmark = pytest.mark.docker
 CORRECT = (SUBMISSIONS / "correct" / "manual_masked_fill.py").read_text()
 FORWARD = "def forward(self, x, key_padding_mask=None):"
 
-SAME = [EXAMPLES / "correct.py", EXAMPLES / "padding_ignored.py", SUBMISSIONS / "buggy" / "wrong_scale__sqrt_dim.py",
-        SUBMISSIONS / "buggy" / "breaks_autograd__no_grad.py", SUBMISSIONS / "malformed" / "no_class.py",
+# The cold path in both sandboxes (`grade FILE`): a correct file, a mistake, a notebook, a
+# rejection and a file that exits. Every file of the corpora is held against Docker's warm grade below.
+SAME = [EXAMPLES / "correct.py", EXAMPLES / "padding_ignored.py", SUBMISSIONS / "malformed" / "no_class.py",
         SUBMISSIONS / "hostile" / "exit_in_forward.py", SUBMISSIONS / "correct" / "notebook_with_magics.ipynb"]
+IN_DOCKER = {corpus.name: in_docker(corpus) for corpus in LOCAL_CORPORA}
 
 
 def leftovers() -> list:
@@ -47,8 +49,27 @@ def test_both_sandboxes_give_the_same_grade(grade_cached, path):
     assert boxed.result["environment"]["sandbox"] == "docker"
     for key in ("status", "score", "max_score", "bugs", "message"):
         assert boxed.result[key] == local[key], f"{key}\n{explained(boxed)}"
-    summary = lambda r: [(t["id"], t["status"], t["score"]) for t in r["tests"]]  # noqa: E731
     assert summary(boxed.result) == summary(local), explained(boxed)
+
+
+@pytest.mark.parametrize("corpus,key", [(corpus, key) for corpus in LOCAL_CORPORA for key in sorted(corpus.files)],
+                         ids=[f"{corpus.name}:{key}" for corpus in LOCAL_CORPORA for key in sorted(corpus.files)])
+def test_every_file_of_the_corpora_gets_the_same_grade_in_docker(corpus, key):
+    """Each correct, buggy, outside-the-catalog, rejected, hostile and clustered file of
+    tests/submissions (both exercises), graded by warm batches in both sandboxes with the same draws:
+    the same verdict, score, bugs, message and the same tests passed, with the same points."""
+    local, boxed = corpus[key], IN_DOCKER[corpus.name][key]
+    assert boxed["environment"]["sandbox"] == "docker" and local["environment"]["sandbox"] == "local"
+    for field in ("status", "score", "max_score", "bugs", "message"):
+        assert boxed[field] == local[field], f"{field}: {boxed[field]!r} in Docker, {local[field]!r} in local"
+    assert summary(boxed) == summary(local), "\n".join(
+        f"{a['id']}: {a['status']} {a['score']} in Docker ({a['feedback'][:200]!r}), {b['status']} {b['score']} in local "
+        f"({b['feedback'][:200]!r})" for a, b in zip(boxed["tests"], local["tests"]) if summary({"tests": [a]}) != summary({"tests": [b]}))
+
+
+def summary(result: dict) -> list[tuple]:
+    """Each test of a result: its id, status and points."""
+    return [(t["id"], t["status"], t["score"]) for t in result["tests"]]
 
 
 def explained(graded) -> str:

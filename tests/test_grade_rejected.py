@@ -1,6 +1,9 @@
-"""Submissions that cannot be graded are rejected with score 0 and a message that says what and where."""
+"""Submissions that cannot be graded are rejected with score 0 and a message that says what and where.
+Each malformed file's result is the edge corpus's (graded once per run by a warm batch, and in the
+Docker sandbox too: tests/test_docker.py); one rejection goes through `grade FILE` for its terminal."""
 import pytest
 
+from tests.support.corpus import EDGE
 from tests.support.grading import SUBMISSIONS, grade
 
 MALFORMED = SUBMISSIONS / "malformed"
@@ -20,16 +23,21 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_malformed_submission_is_rejected_precisely(grade_cached, name):
-    graded = grade_cached(MALFORMED / name)  # shared with test_docker's no_class.py
-    assert graded.exit_code == 0, graded.terminal     # a result was produced
-    result = graded.result
+def test_malformed_submission_is_rejected_precisely(name):
+    result = EDGE[f"malformed/{name}"]
     assert result["status"] == "rejected"
     assert result["score"] == 0 and result["tests"] == []
     for fragment in CASES[name]:
         assert fragment in result["message"], (fragment, result["message"])
-    assert "REJECTED" in graded.terminal
-    assert "Traceback" not in graded.terminal + result["message"]
+    assert "Traceback" not in result["message"]
+
+
+def test_a_rejection_reads_rejected_on_the_terminal_with_its_reason_and_no_traceback(grade_cached):
+    graded = grade_cached(MALFORMED / "no_class.py")  # shared with test_docker's cold comparison
+    assert graded.exit_code == 0, graded.terminal     # a result was produced
+    assert graded.result["status"] == "rejected"
+    assert "REJECTED" in graded.terminal and "defines no class CausalSelfAttention" in graded.terminal
+    assert "Traceback" not in graded.terminal
 
 
 def test_too_large_submission_is_rejected(tmp_path):

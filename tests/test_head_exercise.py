@@ -5,7 +5,7 @@ no name; `grade exercises` lists both exercises. The attacks that apply to
 a function are in tests/submissions/head/attacks, run by tests/test_attacks.py in both sandboxes.
 
 The corpus is graded once, by one `grade batch` run in warm local sandboxes (as an instructor
-regrades a class); one file goes through `grade FILE` and the Docker sandbox too.
+regrades a class), and in the Docker sandbox too (tests/test_docker.py); one file goes through `grade FILE`.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import torch
 from exercise.causal_attention_head import diagnosis, mistakes, reference
 from exercise.causal_attention_head.catalog import CATALOG
 from tests.support.grading import SUBMISSIONS, grade, grade_once
-from tests.support.corpus import Corpus
+from tests.support.corpus import HEAD_CORPUS, HEAD_EXERCISE, Corpus
 
-NAME = "causal-attention-head"
+NAME = HEAD_EXERCISE
 HEAD = SUBMISSIONS / "head"
 CORRECT = sorted((HEAD / "correct").glob("*.py"))
 BUGGY = sorted((HEAD / "buggy").glob("*.py"))
@@ -30,10 +30,6 @@ UNKNOWN = sorted((HEAD / "unknown").glob("*.py"))   # mistakes outside the catal
 def declared(path) -> set[str]:
     """The bug ids a buggy file's first line declares (`# bug: id`)."""
     return {i.strip() for i in path.read_text().splitlines()[0].removeprefix("# bug:").split(",") if i.strip()}
-
-
-HEAD_CORPUS = Corpus("head", {f"{path.parent.name}/{path.name}": path for path in CORRECT + BUGGY + UNKNOWN},
-                     args=("--exercise", NAME))
 
 
 @pytest.fixture(scope="session")

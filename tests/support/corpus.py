@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.grading import CALL_LIMIT, IMPORT_LIMIT
 from tests.support.batching import batch
 from tests.support.grading import SUBMISSIONS
 from tests.support.shared import once, run_dir
@@ -72,6 +73,26 @@ class Corpus:
 CORRECT = Corpus("correct", {path.name: path for path in sorted((SUBMISSIONS / "correct").iterdir())})
 BUGGY_AND_UNKNOWN = Corpus("buggy-unknown", {f"{folder}/{path.name}": path for folder in ("buggy", "unknown")
                                              for path in sorted((SUBMISSIONS / folder).glob("*.py"))})
+# The second exercise's (causal-attention-head) correct, buggy and outside-the-catalog files.
+HEAD_EXERCISE = "causal-attention-head"
+HEAD_CORPUS = Corpus("head", {f"{folder}/{path.name}": path for folder in ("correct", "buggy", "unknown")
+                              for path in sorted((SUBMISSIONS / "head" / folder).glob("*.py"))},
+                     args=("--exercise", HEAD_EXERCISE))
+# The files that are rejected, that exit, hang or flood, and the clusters' mistakes, by 'folder/name':
+# graded here only to be held against the Docker sandbox's grades of them (their own tests grade them
+# cold, each as it needs), with the host's call and import limits at 1 s and 2 s, as those tests do.
+EDGE = Corpus("edge", {f"{folder}/{path.name}": path for folder in ("malformed", "hostile", "clusters")
+                       for path in sorted((SUBMISSIONS / folder).iterdir())},
+              env={CALL_LIMIT: "1", IMPORT_LIMIT: "2"})
+LOCAL_CORPORA = (CORRECT, BUGGY_AND_UNKNOWN, HEAD_CORPUS, EDGE)
+
+
+def in_docker(corpus: Corpus) -> Corpus:
+    """The same files graded by warm batches in the Docker sandbox: what tests/test_docker.py holds
+    against the local sandbox's results, file by file. Bigger chunks than the local corpora's (each
+    batch starts its containers; a test waits on one chunk at most once a run)."""
+    return Corpus(f"{corpus.name}-docker", corpus.files, args=(*corpus.args, "--sandbox", "docker"),
+                  env=corpus.env, chunk=2 * corpus.chunk)
 
 
 def graded_in_corpus(path: Path) -> dict | None:
