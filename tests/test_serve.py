@@ -1,6 +1,8 @@
-"""`grade serve`, the real server process on a free port, driven over HTTP with httpx: the API v1
-contract, tokens, size and rate limits, re-uploads, signed callbacks, the same result as
-`grade FILE --json`, and the student page's escaping."""
+"""`grade serve`, the real server process on a free port, driven over HTTP with httpx: what only a
+real grade or a real server shows (the same result as `grade batch`, re-uploads and one upload
+twice at once, uploads cut off on the socket, signed callbacks, a restart, the page's escaping of
+a real grade). The rest of the HTTP contract (tokens, refusals, paging, rate limits, no page, no
+tokens) is tests/test_service_contract.py's, in process."""
 from __future__ import annotations
 
 import hashlib
@@ -115,16 +117,6 @@ def test_platform_formats(server, a):
     assert server.upload(a, data, "fmt.py", format="csv").status_code == 400
 
 
-def test_bad_uploads_are_refused_with_the_reason(server, a):
-    refused = server.upload(a, b"print(1)\n", "notes.txt")
-    assert refused.status_code == 400 and ".py or .ipynb" in refused.json()["detail"]
-    refused = server.upload(a, b"print(1)\n", "x.py", exercise="no-such-exercise")
-    assert refused.status_code == 400 and "causal-self-attention" in refused.json()["detail"]
-    refused = server.upload(a, b"print(1)\n", "x.py", callback_url="file:///etc/passwd")
-    assert refused.status_code == 400
-    assert server.client.post("/v1/grades", headers=a.headers).status_code == 422  # no file at all
-
-
 def test_rejected_and_unimportable_submissions_are_results(server, a):
     document = server.grade(a, b"def broken(:\n", "syntax.py")
     assert document["state"] == "done" and document["result"]["status"] == "rejected"
@@ -168,30 +160,7 @@ def test_a_regrade_request_from_the_api_and_the_page_is_listed_for_the_instructo
     assert table.returncode == 0 and "regrade_me.py" in table.stdout and "My file compiles here" in table.stdout
 
 
-# --- who may see what -----------------------------------------------------------------------
-
-def test_missing_or_wrong_token_is_401(server, a):
-    data = CORPUS[0].read_bytes()
-    files = {"file": ("x.py", data)}
-    assert server.client.post("/v1/grades", files=files).status_code == 401
-    token_id = a.token.partition(".")[0]
-    for wrong in ("nonsense", f"{token_id}.not-the-secret", a.token + "x", a.token[:-1], "gt_00000000.x"):
-        answer = server.client.post("/v1/grades", files=files, headers={"Authorization": f"Bearer {wrong}"})
-        assert answer.status_code == 401, wrong
-        assert answer.headers["www-authenticate"] == "Bearer"
-    assert server.client.get("/v1/grades/x", headers={"Authorization": f"Basic {a.token}"}).status_code == 401
-    assert server.client.get("/v1/grades/x").status_code == 401
-
-
-def test_a_token_sees_only_its_own_grades(server, a, b):
-    answer = server.upload(a, CORPUS[0].read_bytes() + b"\n# owner test\n", "mine.py")
-    url = answer.json()["url"]
-    assert server.client.get(url, headers=b.headers).status_code == 404
-    assert server.client.get("/v1/grades/AAAAAAAAAAAAAAAAAAAAAA", headers=a.headers).status_code == 404
-    assert server.wait(a, url)["state"] == "done"
-    hidden = server.client.get(url, headers=b.headers)
-    assert hidden.status_code == 404 and "result" not in hidden.text
-
+# --- who may see what: tests/test_service_contract.py ------------------------------------------
 
 @pytest.mark.unit
 def test_the_tokens_file_keeps_no_token(tokens):
@@ -249,39 +218,6 @@ def test_a_streamed_oversize_upload_is_413_once_past_the_limit(server, a):
 def test_an_oversize_file_from_a_client_is_413(server, a):
     answer = server.upload(a, b"#" * (17 * 1024 * 1024), "huge.py")
     assert answer.status_code == 413
-
-
-@pytest.fixture(scope="module")
-def strict_server(folder, tokens):
-    s = Server(folder, "--tokens", str(tokens[0]), "--slots", "1", "--rate-limit", "4", "--page-rate-limit", "2")
-    yield s
-    s.stop()
-
-
-def test_too_many_requests_for_a_token_is_429(strict_server, a, b):
-    codes = [strict_server.client.get("/v1/grades/nothing", headers=a.headers) for _ in range(12)]
-    assert codes[0].status_code == 404
-    limited = [r for r in codes if r.status_code == 429]
-    assert limited and int(limited[0].headers["retry-after"]) >= 1
-    # Another token has its own bucket.
-    assert strict_server.client.get("/v1/grades/nothing", headers=b.headers).status_code == 404
-
-
-def test_too_many_page_uploads_from_an_address_is_429(strict_server):
-    files = {"file": ("x.txt", b"not python")}  # refused by the form: no grade is started
-    codes = [strict_server.client.post("/grades", files=files).status_code for _ in range(8)]
-    assert codes[0] == 400 and 429 in codes
-
-
-def test_no_page_and_no_tokens(folder):
-    s = Server(folder, "--no-page", "--slots", "1")
-    try:
-        assert s.client.get("/").status_code == 404
-        assert s.client.post("/grades", files={"file": ("x.py", b"x")}).status_code == 404
-        assert s.client.get("/v1/grades/x", headers={"Authorization": "Bearer gt_1.x"}).status_code == 401
-        assert s.client.get("/healthz").status_code == 200
-    finally:
-        s.stop()
 
 
 # --- callbacks ------------------------------------------------------------------------------
