@@ -64,6 +64,9 @@ def serve(control: socket.socket, *, preload: bool) -> None:
     """Answer the harness's commands until its socket closes. `preload`: import torch's lazy
     modules once the first worker is on its way (a zygote that was not warmed up)."""
     reset.protect_self()
+    # A worker is the orphan of the process that forked it into its namespace (_spawn): reaped here.
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     baseline = reset.settings()  # what a worker of the same user could change in this process
     statuses: dict[int, int] = {}
     _send(control, {"event": "ready", "pid": os.getpid()})
@@ -159,14 +162,65 @@ def single_threaded_torch() -> None:
     torch.set_num_threads(1)
 
 
+# clone(2) flags for unshare(2), prctl's PR_SET_CHILD_SUBREAPER, the mount flags /proc gets
+_NEWNS, _NEWPID = 0x00020000, 0x20000000
+_PR_SET_CHILD_SUBREAPER = 36
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+
+
 def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
+    """Fork a student worker; its PID as this process sees it. Where the kernel lets this process
+    make namespaces, the worker is PID 1 of a PID namespace of its own, with a /proc of its own:
+    the PIDs it and its children get, and the last PID the kernel handed out (/proc/loadavg),
+    start afresh for every worker, so nothing an earlier student did to the PID counter (forking
+    until it reads a chosen value) reaches the next one; and whatever it leaves running dies
+    with it. A middle process makes the namespace and forks the worker into it, says the worker's
+    PID and exits; the worker, its orphan, is reaped here (PR_SET_CHILD_SUBREAPER)."""
     req_fd, resp_fd, out_fd, tally_fd = fds
-    pid = os.fork()
-    if pid:
-        return pid
-    # The child: becomes the student worker and never returns to the loop above.
+    said, say = os.pipe()
+    middle = os.fork()
+    if middle:
+        os.close(say)
+        with os.fdopen(said, "rb") as f:
+            word = f.read()
+        if not word.strip().isdigit():
+            raise OSError(0, "the worker did not start")
+        return int(word)
+    # The middle child: makes the namespace, forks the worker into it (or becomes the worker where
+    # the kernel refuses) and never returns to the loop above.
+    note = None
     try:
+        os.close(said)
         control.close()
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        # (A zygote that is not root, as in the grader's image where it runs as the student's uid,
+        # cannot make one: the container's PID namespace is the slot's.)
+        if os.geteuid() == 0 and libc.unshare(_NEWPID | _NEWNS) == 0:
+            pid = os.fork()
+            if pid:
+                os.write(say, str(pid).encode())
+                os._exit(0)
+            os.close(say)
+            # PID 1 of the new namespace: /proc shows it alone (mounted here, not in the zygote's)
+            if (libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0
+                    or libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0):
+                note = "the worker's /proc shows the sandbox's PID namespace: a /proc of its own was refused"
+        else:
+            if os.geteuid() == 0:
+                note = ("the worker shares the sandbox's PID namespace with the grades before it (a namespace "
+                        f"of its own was refused: {os.strerror(ctypes.get_errno())})")
+            os.write(say, str(os.getpid()).encode())
+            os.close(say)
+    except BaseException:
+        os._exit(70)
+    _become_worker(command, req_fd, resp_fd, out_fd, tally_fd, note)
+
+
+def _become_worker(command: dict, req_fd: int, resp_fd: int, out_fd: int, tally_fd: int, note: str | None):
+    """In the worker (a fork of the zygote, in its own PID namespace where it could be made):
+    confine it, then serve the harness; never returns."""
+    try:
         reset.unprotect_self()
         os.setsid()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -180,7 +234,7 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
         cwd, path, entry = command["cwd"], command["path"], Entry.from_dict(command["entry"])
         hidden = list(command.pop("hidden", None) or ())  # named to Landlock below, then dropped
         os.chdir(cwd)
-        notes, uid = [], command.get("uid")
+        notes, uid = [note] if note else [], command.get("uid")
         if not isinstance(uid, int) or os.geteuid() != 0:
             uid = None
         elif _NO_STUDENT_UID is not None:

@@ -278,6 +278,18 @@ def test_kernel_state_of_one_grade_does_not_reach_the_next(tmp_path, sandbox, mo
     one_slot_full_marks(tmp_path, sandbox, "keyring_ioprio_mqueue.py", 2, *(["--cold"] if mode == "cold" else []))
 
 
+@pytest.mark.parametrize("sandbox", [
+    pytest.param("local", id="local"),
+    pytest.param("docker", id="docker", marks=[pytest.mark.docker, pytest.mark.xfail(
+        strict=True, reason="known hole (issue 39): in the grader's image the zygote runs as the student's uid "
+                            "and cannot make a PID namespace per worker, so a slot's container keeps one counter")])])
+def test_the_pid_counter_one_grade_moves_does_not_reach_the_next(tmp_path, sandbox):
+    """pid_counter.py, graded twice by one slot, is rejected if its worker's PID or the last PID the
+    kernel handed out is past what its own grade used, and forks 320 times itself. Each worker is
+    PID 1 of a PID namespace of its own, with a /proc of its own: the second grade starts at 1."""
+    one_slot_full_marks(tmp_path, sandbox, "pid_counter.py", copies=2)
+
+
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_hostile_submissions_do_not_stop_the_batch_or_spoil_the_next_grade(tmp_path, sandbox):
     folder = tmp_path / "class"
