@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import time
+from typing import NoReturn
 
 from sandbox import limits as limits_mod
 from sandbox import protocol, reset, worker  # imported here: a worker reads none of the grader's files
@@ -217,7 +218,8 @@ def _spawn(command: dict, fds: list[int], control: socket.socket) -> int:
     _become_worker(command, req_fd, resp_fd, out_fd, tally_fd, note)
 
 
-def _become_worker(command: dict, req_fd: int, resp_fd: int, out_fd: int, tally_fd: int, note: str | None):
+def _become_worker(command: dict, req_fd: int, resp_fd: int, out_fd: int, tally_fd: int,
+                   note: str | None) -> NoReturn:
     """In the worker (a fork of the zygote, in its own PID namespace where it could be made):
     confine it, then serve the harness; never returns."""
     try:
