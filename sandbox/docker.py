@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from sandbox.zygote_client import ALLOCATOR_ENV
 from sandbox.backend import (
     SCRIPT_NAME,
     Job,
@@ -138,7 +139,8 @@ def container_options() -> dict:
     """How every grading container is locked down (see the module docstring)."""
     return dict(network_mode="none", mem_limit=MEMORY, memswap_limit=MEMORY, nano_cpus=int(CPUS * 1e9),
                 pids_limit=PIDS, read_only=True, tmpfs=dict(TMPFS), cap_drop=["ALL"],
-                cap_add=["SETUID", "SETGID"], security_opt=["no-new-privileges"], user="root", detach=True)
+                cap_add=["SETUID", "SETGID"], security_opt=["no-new-privileges"], user="root", detach=True,
+                environment=dict(ALLOCATOR_ENV))
 
 
 def _archive(job: Job) -> bytes:
