@@ -121,6 +121,8 @@ def _run_pytest(tests_dir, student: Student, seed: str = "", clock: Clock | None
             "-W", "ignore::DeprecationWarning", "--assert=plain",
             # these two plugins end the session with a full gc.collect(): 0.2 s of nothing here
             "-p", "no:unraisableexception", "-p", "no:threadexception",
+            # no report of JUnit XML, and no log records in the JSON one: neither is read
+            "-p", "no:junitxml", "--json-report-omit", "log",
             # the one plugin the grade needs, by name: no scan of every installed package's entry
             # points (PYTEST_DISABLE_PLUGIN_AUTOLOAD below) and no import of the ones it finds
             # (xdist, timeout...): about 0.17 s of CPU a grade

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -165,10 +166,11 @@ def attention(weights: dict, n_heads: int, x: torch.Tensor, mask: torch.Tensor |
     if scale == "factor":
         s = s * value
     else:
-        scaled: dict[str | None, torch.Tensor] = {"sqrt_dim": s / math.sqrt(C), "none": s, "after_softmax": s,
-                                                  "multiplied": s * math.sqrt(hd), "head_dim_not_sqrt": s / hd,
-                                                  "sqrt_length": s / math.sqrt(T), "length": s / T}
-        s = scaled.get(scale, s / math.sqrt(hd))
+        scaled: dict[str | None, Callable[[], torch.Tensor]] = {
+            "sqrt_dim": lambda: s / math.sqrt(C), "none": lambda: s, "after_softmax": lambda: s,
+            "multiplied": lambda: s * math.sqrt(hd), "head_dim_not_sqrt": lambda: s / hd,
+            "sqrt_length": lambda: s / math.sqrt(T), "length": lambda: s / T}
+        s = scaled.get(scale, lambda: s / math.sqrt(hd))()   # only the one the mistake names is computed
 
     ones = torch.ones(T, T, dtype=torch.bool)
     offset = OFFSETS.get(on.get("causal_mask_off_by_one"), 0)
