@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sandbox.zygote_client import ALLOCATOR_ENV
 from sandbox.backend import (
     SCRIPT_NAME,
     Job,
@@ -26,6 +25,7 @@ from sandbox.backend import (
 )
 from sandbox.launch import outcome
 from sandbox.warm import WarmSandbox
+from sandbox.zygote_client import ALLOCATOR_ENV
 
 DEFAULT_IMAGE = "attention-grader:latest"
 MEMORY = "4g"           # the worker's own address-space limit (3 GiB) is hit first

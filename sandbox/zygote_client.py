@@ -285,14 +285,6 @@ def zygote_command(fd: int, warm: tuple[str, ...] | None = None) -> list[str]:
             *(["--warm", encode_sources(warm)] if warm is not None else [])]
 
 
-def zygote_env() -> dict:
-    """The zygote's (and so every worker's) environment: only what Python and torch need."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return {**env, **ALLOCATOR_ENV}
-
-
 # glibc's allocator, set for a grade's processes (here, and in the Docker backend's containers): a
 # grade makes and drops thousands of tensors of a few hundred KB to a few MB, and by default glibc
 # hands the top of its heap back to the kernel whenever a little more than the largest of them is
@@ -302,6 +294,15 @@ def zygote_env() -> dict:
 # blocks stays with a process, far under a worker's memory limit.
 ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20),
                  "MALLOC_TOP_PAD_": str(64 << 20)}
+
+
+def zygote_env() -> dict:
+    """The zygote's (and so every worker's) environment: only what Python and torch need, and the
+    allocator's setting above."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return {**env, **ALLOCATOR_ENV}
 
 
 _PREFIX_CACHE: list | None = None
